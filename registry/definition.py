@@ -1,0 +1,338 @@
+"""Agent definitions: validating one and compiling it into something that renders.
+
+Shared by the server and the client. The input is a definition already read
+into JSON-compatible data (the server reads YAML with ``registry.safeyaml``;
+the client receives JSON); positions, when known, turn JSON paths into file
+lines. ``compile_definition`` reports every problem at once:
+
+- the JSON Schema (``schemas/agent-definition.v1.schema.json``), with a
+  "did you mean" hint for misspelt keys;
+- every template compiles in the sandbox (``registry.rendering``);
+- every include, import and extends with a literal name exists in the same
+  release, and the partials it names compile;
+- when ``inputs`` is declared: it is a valid JSON Schema, and every variable
+  any template needs (through includes too) is declared in it.
+
+The digest of a definition covers its bytes, the bytes of every partial it
+can reach and the rendering semantics: equal digests render identically.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import TemplateNotFound
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+
+from registry.errors import InvalidDefinition, InvalidInputs
+from registry.models import Issue, Message, Prompt
+from registry.rendering import (
+    RENDER_SEMANTICS,
+    CompiledTemplate,
+    RenderLimits,
+    TemplateCompileError,
+    TemplateEnvironment,
+    analyse_partial,
+    normalize_include_name,
+    render_messages,
+)
+from registry.safeyaml import JsonPath, YamlDocument, json_pointer
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "agent-definition.v1.schema.json"
+_MAX_MESSAGE = 300
+
+
+@cache
+def definition_schema() -> dict[str, Any]:
+    """The published JSON Schema of the definition format."""
+    with SCHEMA_FILE.open(encoding="utf-8") as handle:
+        schema: dict[str, Any] = json.load(handle)
+    return schema
+
+
+@cache
+def _definition_validator() -> Draft202012Validator:
+    return Draft202012Validator(definition_schema())
+
+
+@dataclass(frozen=True)
+class CompiledAgent:
+    """A valid definition with its templates compiled, ready to render."""
+
+    definition: dict[str, Any]
+    templates: tuple[tuple[str, CompiledTemplate], ...]
+    partials: tuple[str, ...]
+    dynamic_includes: bool
+    inputs_validator: Draft202012Validator | None
+
+    def render(self, inputs: Any, *, limits: RenderLimits) -> Prompt:
+        """Validate ``inputs`` and render every role's template, in file order."""
+        if not isinstance(inputs, dict):
+            raise InvalidInputs(
+                "inputs must be a JSON object",
+                [Issue(message=f"expected an object, got {_json_type(inputs)}")],
+            )
+        variables = dict(inputs)
+        if self.inputs_validator is not None:
+            issues = [_input_issue(e) for e in self.inputs_validator.iter_errors(inputs)]
+            if issues:
+                issues.sort(key=lambda i: i.path)
+                raise InvalidInputs(f"{len(issues)} problem(s) with the inputs", issues)
+            properties = self.definition["inputs"].get("properties", {})
+            for key, schema in properties.items():
+                if key not in variables and isinstance(schema, dict) and "default" in schema:
+                    variables[key] = schema["default"]
+        messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits)
+        return Prompt(
+            messages=messages,
+            model=self.definition.get("model"),
+            params=self.definition.get("params"),
+        )
+
+
+def compile_definition(
+    definition: Any,
+    environment: TemplateEnvironment,
+    *,
+    file: str | None = None,
+    document: YamlDocument | None = None,
+) -> CompiledAgent:
+    """Validate a definition and compile its templates.
+
+    Raises ``InvalidDefinition`` listing every problem found.
+    """
+    locate = _locator(file, document)
+    if not isinstance(definition, dict):
+        raise InvalidDefinition(
+            "a definition is a mapping",
+            [locate(f"a definition is a mapping of keys, not {_json_type(definition)}", ())],
+        )
+    issues = _schema_issues(definition, locate)
+    templates: list[tuple[str, CompiledTemplate]] = []
+    partials: set[str] = set()
+    dynamic = False
+    needed: dict[str, set[str]] = {}
+    raw_templates = definition.get("prompt_templates")
+    if isinstance(raw_templates, dict):
+        for role, source in raw_templates.items():
+            if not isinstance(source, str) or role not in ("system", "user", "assistant"):
+                continue  # reported by the schema
+            path: JsonPath = ("prompt_templates", role)
+            try:
+                compiled = CompiledTemplate(environment, source, name=f"{file or 'definition'}#{role}")
+            except TemplateCompileError as exc:
+                issues.append(locate(f"{role} template: {exc.problem.message}", path, exc.problem.line))
+                continue
+            templates.append((role, compiled))
+            reached, variables, is_dynamic, include_issues = _follow_includes(environment, compiled)
+            partials |= reached
+            dynamic = dynamic or is_dynamic
+            issues.extend(locate(f"{role} template: {message}", path) for message in include_issues)
+            needed[role] = set(compiled.variables) | variables
+    validator = None
+    inputs = definition.get("inputs")
+    if isinstance(inputs, dict):
+        validator, inputs_issues = _inputs_validator(inputs, needed, locate)
+        issues.extend(inputs_issues)
+    if issues:
+        where = file or "definition"
+        raise InvalidDefinition(f"{where} has {len(issues)} problem(s)", issues)
+    return CompiledAgent(
+        definition=definition,
+        templates=tuple(templates),
+        partials=tuple(sorted(partials)),
+        dynamic_includes=dynamic,
+        inputs_validator=validator,
+    )
+
+
+def definition_digest(
+    source: bytes,
+    partials: Mapping[str, bytes],
+    *,
+    tree_content_id: str | None = None,
+) -> str:
+    """``sha256:<hex>`` over the definition, the partials it reaches and the
+    rendering semantics. ``tree_content_id`` is folded in when a template
+    computes an include name at render time, since then any file may matter."""
+    digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(f"{label}\0{len(data)}\0".encode())
+        digest.update(data)
+
+    add("semantics", RENDER_SEMANTICS.encode())
+    add("definition", source)
+    for name in sorted(partials):
+        add("partial:" + name, partials[name])
+    if tree_content_id is not None:
+        add("tree", tree_content_id.encode())
+    return "sha256:" + digest.hexdigest()
+
+
+Locate = Callable[..., Issue]
+
+
+def _locator(file: str | None, document: YamlDocument | None) -> Locate:
+    def locate(message: str, path: JsonPath, template_line: int | None = None, *, key: bool = False,
+               hint: str | None = None) -> Issue:
+        position = document.position(path, key=key) if document is not None else None
+        line = column = None
+        if position is not None:
+            line, column = position.line, position.column
+            if template_line is not None:
+                # A block scalar's content starts on the line after "|".
+                line = position.line + (1 if position.block else 0) + template_line - 1
+                column = None
+        return Issue(message=message, path=json_pointer(path), file=file, line=line, column=column, hint=hint)
+
+    return locate
+
+
+def _schema_issues(definition: dict[str, Any], locate: Locate) -> list[Issue]:
+    issues = []
+    for error in _definition_validator().iter_errors(definition):
+        issues.extend(_schema_error_issues(error, locate))
+    issues.sort(key=lambda i: (i.line or 0, i.path))
+    return issues
+
+
+def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
+    path = tuple(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = list(schema.get("properties", {}))
+        patterns = list(schema.get("patternProperties", {}))
+        extras = [k for k in error.instance if k not in allowed and not _matches_any(k, patterns)]
+        return [
+            locate(f"unknown key {_short(k)!r}", path + (k,), key=True, hint=_did_you_mean(k, allowed, patterns))
+            for k in extras
+        ]
+    if "propertyNames" in error.schema_path and error.validator == "enum":
+        # jsonschema reports a bad key against its parent, with the key as the instance.
+        name = error.instance
+        allowed = [str(v) for v in error.validator_value]
+        return [
+            locate(
+                f"key {_short(name)!r} is not allowed here; expected one of {', '.join(allowed)}",
+                path + (name,),
+                key=True,
+                hint=_did_you_mean(str(name), allowed, []),
+            )
+        ]
+    return [locate(_short(error.message, _MAX_MESSAGE), path)]
+
+
+def _matches_any(key: str, patterns: list[str]) -> bool:
+    return any(re.search(p, key) for p in patterns)
+
+
+def _did_you_mean(key: str, allowed: list[str], patterns: list[str]) -> str | None:
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    if patterns:
+        return f"allowed keys: {', '.join(allowed)}; extension keys start with 'x-'"
+    return f"allowed keys: {', '.join(allowed)}" if allowed else None
+
+
+def _follow_includes(
+    environment: TemplateEnvironment, compiled: CompiledTemplate
+) -> tuple[set[str], set[str], bool, list[str]]:
+    """Every partial reachable by literal name, the variables they need,
+    whether any name is computed at render time, and what is wrong."""
+    reached: set[str] = set()
+    variables: set[str] = set()
+    problems: list[str] = []
+    dynamic = False
+    pending = list(compiled.referenced)
+    while pending:
+        name = pending.pop()
+        if name is None:
+            dynamic = True
+            continue
+        if name in reached:
+            continue
+        try:
+            normalize_include_name(name)
+            needs, references = analyse_partial(environment, name)
+        except TemplateNotFound as exc:
+            problems.append(exc.message or f"template {name!r} does not exist")
+            continue
+        except TemplateCompileError as exc:
+            where = f" (line {exc.problem.line})" if exc.problem.line else ""
+            problems.append(f"included template {name!r}{where}: {exc.problem.message}")
+            continue
+        reached.add(name)
+        variables |= needs
+        pending.extend(references)
+    return reached, variables, dynamic, problems
+
+
+def _inputs_validator(
+    inputs: dict[str, Any], needed: dict[str, set[str]], locate: Locate
+) -> tuple[Draft202012Validator | None, list[Issue]]:
+    issues = []
+    try:
+        Draft202012Validator.check_schema(inputs)
+    except SchemaError as exc:
+        path = ("inputs", *exc.absolute_path)
+        return None, [locate(f"inputs is not a valid JSON Schema: {_short(exc.message, _MAX_MESSAGE)}", path)]
+    declared = inputs.get("properties", {})
+    declared = set(declared) if isinstance(declared, dict) else set()
+    for role, variables in needed.items():
+        for variable in sorted(variables - declared):
+            issues.append(
+                locate(
+                    f"{role} template uses {variable!r}, which inputs does not declare",
+                    ("prompt_templates", role),
+                    hint=f"add {variable!r} to inputs.properties",
+                )
+            )
+    return Draft202012Validator(inputs), issues
+
+
+def _input_issue(error: ValidationError) -> Issue:
+    path = tuple(error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [name for name in error.validator_value if name not in error.instance]
+        name = missing[0] if missing else ""
+        return Issue(message=f"missing required input {_short(name)!r}", path=json_pointer(path + (name,)))
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = set(schema.get("properties", {}))
+        extras = [k for k in error.instance if k not in allowed]
+        name = extras[0] if extras else ""
+        return Issue(
+            message=f"unexpected input {_short(name)!r}" + (f" ({len(extras)} in all)" if len(extras) > 1 else ""),
+            path=json_pointer(path + (name,)),
+        )
+    return Issue(message=_short(error.message, _MAX_MESSAGE), path=json_pointer(path))
+
+
+def _short(text: Any, limit: int = 80) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__

@@ -1,0 +1,143 @@
+"""The one exception hierarchy of prompt-registry.
+
+Every error the registry raises on purpose is a ``RegistryError``. Each class
+carries the problem ``slug`` and HTTP ``status`` it is answered with; the HTTP
+layer maps them to RFC 9457 problem responses in one place
+(``registry.problems``) and the client maps the same slugs back to the same
+classes.
+
+    RegistryError
+    ├── InvalidRequest        invalid-request     400  (also ValueError)
+    ├── PayloadTooLarge       payload-too-large   413
+    ├── NotFound                                  404  (also LookupError)
+    │   ├── ReleaseNotFound   release-not-found
+    │   └── AgentNotFound     agent-not-found
+    ├── InvalidDefinition     invalid-definition  422  errors: [Issue]
+    ├── InvalidInputs         invalid-inputs      422  errors: [Issue]
+    ├── RenderError           render-error        422
+    └── StoreError            store-unavailable   503  (the repository cannot be read)
+
+Foreign errors (GitPython, YAML, jsonschema, Jinja) are translated where they
+enter and re-raised ``from`` the original, so nothing foreign crosses a module
+boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from registry.models import Issue
+
+
+class RegistryError(Exception):
+    """Base class of every error the registry raises on purpose."""
+
+    slug = "internal-error"
+    title = "Internal error"
+    status = 500
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extensions = extensions
+
+    def problem_fields(self) -> dict[str, Any]:
+        """Extension members added to the problem body (JSON-compatible)."""
+        return dict(self.extensions)
+
+
+class InvalidRequest(RegistryError, ValueError):
+    """The request is malformed: bad names, a bad release, bad JSON."""
+
+    slug = "invalid-request"
+    title = "Invalid request"
+    status = 400
+
+
+class PayloadTooLarge(RegistryError):
+    """The request body is larger than the registry accepts."""
+
+    slug = "payload-too-large"
+    title = "Payload too large"
+    status = 413
+
+
+class NotFound(RegistryError, LookupError):
+    """Something named by the request does not exist."""
+
+    slug = "not-found"
+    title = "Not found"
+    status = 404
+
+
+class ReleaseNotFound(NotFound):
+    """No release matches the requested one."""
+
+    slug = "release-not-found"
+    title = "Release not found"
+
+
+class AgentNotFound(NotFound):
+    """The release has no definition at ``<usecase>/<name>``."""
+
+    slug = "agent-not-found"
+    title = "Agent not found"
+
+
+class _IssueListError(RegistryError):
+    """An error that carries every issue found, each with where it is."""
+
+    def __init__(self, detail: str, errors: list[Issue], **extensions: Any) -> None:
+        super().__init__(detail, **extensions)
+        self.errors = errors
+
+    def problem_fields(self) -> dict[str, Any]:
+        return {**super().problem_fields(), "errors": [e.as_dict() for e in self.errors]}
+
+
+class InvalidDefinition(_IssueListError):
+    """The definition file exists but is invalid."""
+
+    slug = "invalid-definition"
+    title = "Invalid definition"
+    status = 422
+
+
+class InvalidInputs(_IssueListError):
+    """The inputs given for a render do not fit the definition."""
+
+    slug = "invalid-inputs"
+    title = "Invalid inputs"
+    status = 422
+
+
+class RenderError(RegistryError):
+    """Rendering failed: a template error, a sandbox violation, a limit."""
+
+    slug = "render-error"
+    title = "Render error"
+    status = 422
+
+
+class StoreError(RegistryError):
+    """The repository could not be read."""
+
+    slug = "store-unavailable"
+    title = "Store unavailable"
+    status = 503
+
+
+ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
+    cls.slug: cls
+    for cls in (
+        InvalidRequest,
+        PayloadTooLarge,
+        NotFound,
+        ReleaseNotFound,
+        AgentNotFound,
+        InvalidDefinition,
+        InvalidInputs,
+        RenderError,
+        StoreError,
+    )
+}

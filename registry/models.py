@@ -1,0 +1,109 @@
+"""Plain data shared by the service, the HTTP API and the client.
+
+Nothing here does IO; every class is a frozen dataclass with an ``as_dict``
+that gives the JSON shape the API uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One validation problem, with where it is.
+
+    ``path`` is a JSON Pointer into the definition (``/prompt_templates/user``)
+    or into the render inputs; ``line`` and ``column`` are 1-based positions
+    in the YAML file when known.
+    """
+
+    message: str
+    path: str = ""
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    hint: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "message": self.message}
+        for key in ("file", "line", "column", "hint"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release: a tag whose name is a SemVer version, and its commit.
+
+    For a served working tree the tag is ``worktree`` and ``commit`` is a
+    content hash of the directory.
+    """
+
+    tag: str
+    version: str | None
+    commit: str
+    prerelease: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "version": self.version,
+            "commit": self.commit,
+            "prerelease": self.prerelease,
+        }
+
+    def ref(self) -> dict[str, str]:
+        """The provenance block attached to every answer about this release."""
+        return {"tag": self.tag, "commit": self.commit}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One rendered chat message."""
+
+    role: str
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt: the messages, plus model and call settings."""
+
+    messages: tuple[Message, ...]
+    model: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+
+    def as_dicts(self) -> list[dict[str, str]]:
+        """The messages as ``[{"role", "content"}]``, ready for a chat call."""
+        return [m.as_dict() for m in self.messages]
+
+
+@dataclass(frozen=True)
+class AgentSummary:
+    """One entry of a release's agent listing."""
+
+    usecase: str
+    name: str
+    path: str
+    title: str | None
+    valid: bool
+    errors: tuple[Issue, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "usecase": self.usecase,
+            "name": self.name,
+            "title": self.title,
+            "path": self.path,
+            "valid": self.valid,
+        }
+        if not self.valid:
+            out["errors"] = [e.as_dict() for e in self.errors]
+        return out

@@ -1,0 +1,473 @@
+"""Rendering untrusted Jinja templates: one policy, shared by server and client.
+
+Templates come from prompt authors, and inputs from callers; neither is
+trusted. ``TemplateEnvironment`` is a policy layer over Jinja's
+``ImmutableSandboxedEnvironment``:
+
+- ``StrictUndefined``: a variable the caller did not give is an error, never
+  an empty string. ``{% if x is defined %}`` is how a template makes one
+  optional.
+- Jinja's default whitespace settings (``trim_blocks=False``,
+  ``lstrip_blocks=False``, ``keep_trailing_newline=False``, newline ``\\n``)
+  and no autoescaping, so output is exactly what Jinja documents.
+- Includes, imports and extends resolve through a ``PartialSource`` (a
+  function from a name relative to the agents root to its text), never the
+  filesystem; names that could leave the root are refused.
+- Resource bounds, per render: loop iterations and calls share one budget;
+  every piece of output, including what macros and ``{% set %}`` blocks
+  buffer, is counted against a character budget; operators and the few
+  filters and string methods that can multiply memory (``*``, ``**``, ``%``,
+  ``+``, ``center``, ``indent``, ``join``, ``replace``, ...) are checked
+  before they run; and the final output is capped in bytes.
+
+Loop and output accounting is woven into the compiled code by transforming
+the template's syntax tree before code generation (``_GuardedCodeGenerator``):
+each ``for`` iterates through a counting filter and each output expression
+passes through a measuring one. Filters are called directly by Jinja's
+generated code, so the guards cost a function call, not a sandbox round trip.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
+from jinja2.compiler import CodeGenerator
+from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
+from jinja2.loaders import BaseLoader
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.visitor import NodeTransformer
+
+from registry.errors import RenderError
+from registry.models import Message
+
+# Changing anything that alters rendered bytes must change this string: it is
+# folded into every digest, so equal digests keep meaning equal output.
+RENDER_SEMANTICS = "prompt-registry/render/v1"
+
+PartialSource = Callable[[str], "str | None"]
+"""Returns the text of a partial by its name relative to the agents root, or None."""
+
+_INCLUDE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+_MAX_INCLUDE_NAME = 512
+_WIDE_FORMAT = re.compile(r"\d{7,}")  # a width or precision of a million or more
+_NESTED_FORMAT_FIELD = re.compile(r"\{[^{}]*:[^{}]*\{")  # '{0:>{1}}': a width taken from an argument
+
+_LOOP_FILTER = "__registry_loop"
+_OUTPUT_FILTER = "__registry_output"
+_STATIC_FILTER = "__registry_static"
+_CONCAT_FILTER = "__registry_concat"
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Per-render bounds. Part of the rendering contract: client and server
+    use the same defaults so that they fail alike."""
+
+    max_output_bytes: int = 1024 * 1024
+    max_iterations: int = 100_000
+
+    @property
+    def max_value_chars(self) -> int:
+        """The largest string or list any single operation may produce."""
+        return self.max_output_bytes
+
+    @property
+    def max_work_chars(self) -> int:
+        """All output produced while rendering, buffered or not."""
+        return 4 * self.max_output_bytes
+
+
+class _Budget:
+    __slots__ = ("limits", "iterations", "chars")
+
+    def __init__(self, limits: RenderLimits) -> None:
+        self.limits = limits
+        self.iterations = 0
+        self.chars = 0
+
+    def spend_iteration(self) -> None:
+        self.iterations += 1
+        if self.iterations > self.limits.max_iterations:
+            raise SecurityError(
+                f"rendering took more than {self.limits.max_iterations} loop iterations and calls"
+            )
+
+    def spend_chars(self, count: int) -> None:
+        self.chars += count
+        if self.chars > self.limits.max_work_chars:
+            raise SecurityError(
+                f"rendering produced more than {self.limits.max_work_chars} characters"
+            )
+
+
+_budget: ContextVar[_Budget | None] = ContextVar("registry_render_budget", default=None)
+
+
+def _active_budget() -> _Budget:
+    budget = _budget.get()
+    if budget is None:  # a template rendered outside render_messages: bound it all the same
+        budget = _Budget(RenderLimits())
+        _budget.set(budget)
+    return budget
+
+
+def normalize_include_name(name: object) -> str:
+    """Check a name given to include/import/extends; return it unchanged.
+
+    Names are relative to the agents root, with ``/`` separators: no absolute
+    paths, no ``..`` or ``.`` segments, no backslashes, no control characters.
+    """
+    if not isinstance(name, str):
+        raise TemplateNotFound(str(name), f"template name must be a string, not {type(name).__name__}")
+    if len(name) > _MAX_INCLUDE_NAME or not _INCLUDE_NAME.fullmatch(name):
+        raise TemplateNotFound(
+            name[:100],
+            f"{name[:100]!r} is not a valid template name: use a path relative to the agents root,"
+            " such as '_partials/tools.jinja'",
+        )
+    if any(part in (".", "..") or part.startswith("..") for part in name.split("/")):
+        raise TemplateNotFound(name, f"{name!r} is not a valid template name: '..' is not allowed")
+    return name
+
+
+class _PartialLoader(BaseLoader):
+    """Loads includes from a ``PartialSource``; contents never change."""
+
+    def __init__(self, source: PartialSource) -> None:
+        self._source = source
+
+    def get_source(self, environment: Any, template: str) -> tuple[str, str, Callable[[], bool]]:
+        name = normalize_include_name(template)
+        text = self._source(name)
+        if text is None:
+            raise TemplateNotFound(name, f"template {name!r} does not exist in this release")
+        return text, name, _always_current
+
+
+def _always_current() -> bool:
+    return True
+
+
+class _GuardTransformer(NodeTransformer):
+    """Rewrites a template's syntax tree so that the compiled code counts."""
+
+    def visit_For(self, node: nodes.For) -> nodes.Node:
+        self.generic_visit(node)
+        node.iter = _guard_filter(_LOOP_FILTER, node.iter)
+        return node
+
+    def visit_Output(self, node: nodes.Output) -> nodes.Node:
+        self.generic_visit(node)
+        static = 0
+        children: list[nodes.Expr] = []
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                static += len(child.data)
+                children.append(child)
+            else:
+                children.append(_guard_filter(_OUTPUT_FILTER, child))
+        if static:
+            children.insert(0, _guard_filter(_STATIC_FILTER, nodes.Const(static, lineno=node.lineno)))
+        node.nodes = children
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        self.generic_visit(node)
+        return _guard_filter(_CONCAT_FILTER, nodes.List(node.nodes, lineno=node.lineno))
+
+
+def _guard_filter(name: str, node: nodes.Expr) -> nodes.Filter:
+    return nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
+
+
+class _GuardedCodeGenerator(CodeGenerator):
+    def visit_Template(self, node: nodes.Template, frame: Any = None) -> None:
+        _GuardTransformer().visit(node)
+        super().visit_Template(node, frame)
+
+
+@pass_context
+def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
+    budget = _active_budget()
+    for item in iterable:
+        budget.spend_iteration()
+        yield item
+
+
+@pass_context
+def _measure_output(context: Any, value: Any) -> str:
+    text = str(value)
+    _active_budget().spend_chars(len(text))
+    return text
+
+
+@pass_context
+def _count_static(context: Any, size: int) -> str:
+    _active_budget().spend_chars(size)
+    return ""
+
+
+@pass_context
+def _guarded_concat(context: Any, parts: Sequence[Any]) -> str:
+    texts = [str(p) for p in parts]
+    _check_chars(sum(map(len, texts)), _active_budget().limits, "the ~ operator")
+    return "".join(texts)
+
+
+def _check_chars(size: int, limits: RenderLimits, what: str) -> None:
+    if size > limits.max_value_chars:
+        raise SecurityError(f"{what} would produce {size} items; the limit is {limits.max_value_chars}")
+
+
+def _check_result(value: Any, limits: RenderLimits, what: str) -> Any:
+    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
+        _check_chars(len(value), limits, what)
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64 * 1024:
+        raise SecurityError(f"{what} produced an integer of {value.bit_length()} bits")
+    return value
+
+
+def _int_arg(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _estimate(kind: str, value: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
+    """Size of what a memory-multiplying filter or str method would produce."""
+    first = args[0] if args else None
+    if kind in ("center", "ljust", "rjust", "zfill"):
+        return max(_int_arg(first if first is not None else kwargs.get("width", 80)), len(str(value)))
+    if kind == "indent":
+        width = first if first is not None else kwargs.get("width", 4)
+        prefix = len(width) if isinstance(width, str) else _int_arg(width)
+        return len(str(value)) + prefix * (str(value).count("\n") + 1)
+    if kind == "expandtabs":
+        return len(str(value)) + str(value).count("\t") * _int_arg(first if first is not None else 8)
+    if kind == "replace":
+        old = str(first if first is not None else kwargs.get("old", ""))
+        new = str(args[1] if len(args) > 1 else kwargs.get("new", ""))
+        return len(str(value)) + (str(value).count(old) if old else len(str(value)) + 1) * len(new)
+    if kind in ("batch", "slice"):
+        return _int_arg(first)
+    if kind == "lipsum":
+        return _int_arg(value) * 100 * 20
+    return 0
+
+
+_SIZED_FILTERS = ("center", "indent", "replace", "batch", "slice")
+_SIZED_STR_METHODS = ("center", "ljust", "rjust", "zfill", "expandtabs", "replace")
+
+
+def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a filter with a size check on its result, and a pre-check for the
+    filters whose arguments say how much memory they take."""
+
+    @wraps(func)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        limits = _active_budget().limits
+        # Filters marked pass_context/pass_environment get that first.
+        offset = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
+        value = args[offset] if len(args) > offset else None
+        rest = args[offset + 1 :]
+        if name in _SIZED_FILTERS:
+            _check_chars(_estimate(name, value, rest, kwargs), limits, f"the {name} filter")
+        elif name == "join":
+            items = list(value) if value is not None else []
+            sep = str(rest[0]) if rest else str(kwargs.get("d", ""))
+            _check_chars(len(sep) * len(items), limits, "the join filter")
+            args = (*args[:offset], items, *rest)
+        elif name == "format" and isinstance(value, str):
+            _check_format(value, [*rest, *kwargs.values()], limits)
+        return _check_result(func(*args, **kwargs), limits, f"the {name} filter")
+
+    return guarded
+
+
+class TemplateEnvironment(ImmutableSandboxedEnvironment):
+    """The sandboxed Jinja environment every definition is compiled in."""
+
+    code_generator_class = _GuardedCodeGenerator
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+
+    def __init__(self, partials: PartialSource, *, limits: RenderLimits = RenderLimits()) -> None:
+        super().__init__(
+            loader=_PartialLoader(partials),
+            undefined=StrictUndefined,
+            autoescape=False,
+            auto_reload=False,
+        )
+        self.limits = limits
+        self.filters = {name: _guard_builtin_filter(name, f) for name, f in self.filters.items()}
+        self.filters[_LOOP_FILTER] = _count_loop
+        self.filters[_OUTPUT_FILTER] = _measure_output
+        self.filters[_STATIC_FILTER] = _count_static
+        self.filters[_CONCAT_FILTER] = _guarded_concat
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        limits = _active_budget().limits
+        if operator == "*":
+            count, seq = (right, left) if isinstance(right, int) else (left, right)
+            if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
+                _check_chars(len(seq) * count, limits, "the * operator")
+            elif isinstance(left, int) and isinstance(right, int):
+                _check_bits(left.bit_length() + right.bit_length())
+        elif operator == "**":
+            if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
+                _check_bits(left.bit_length() * right)
+        elif operator == "%":
+            if isinstance(left, str):
+                _check_format(left, right if isinstance(right, tuple) else (right,), limits)
+        elif operator == "+":
+            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+                _check_chars(len(left) + len(right), limits, "the + operator")
+        result = super().call_binop(context, operator, left, right)
+        return _check_result(result, limits, f"the {operator} operator")
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        budget = _active_budget()
+        budget.spend_iteration()
+        # The sandbox hands out str.format wrapped; look through the wrapper.
+        target = getattr(__obj, "__wrapped__", __obj)
+        owner = getattr(target, "__self__", None)
+        method = getattr(target, "__name__", "")
+        if isinstance(owner, str):
+            if method in _SIZED_STR_METHODS:
+                _check_chars(_estimate(method, owner, args, kwargs), budget.limits, f"str.{method}")
+            elif method == "join":
+                items = list(args[0]) if args else []
+                _check_chars(len(owner) * len(items), budget.limits, "str.join")
+                args = (items,)
+            elif method in ("format", "format_map"):
+                _check_format(owner, [*args, *kwargs.values()], budget.limits)
+        elif method == "generate_lorem_ipsum":
+            _check_chars(_estimate("lipsum", args[0] if args else 5, (), {}), budget.limits, "lipsum")
+        result = super().call(__context, __obj, *args, **kwargs)
+        return _check_result(result, budget.limits, f"calling {method or 'a function'}")
+
+
+def _check_format(template: str, arguments: Sequence[Any], limits: RenderLimits) -> None:
+    """Refuse %-style and str.format templates whose widths would need huge memory."""
+    if _WIDE_FORMAT.search(template):
+        raise SecurityError("format widths of a million or more are not allowed")
+    takes_width = "*" in template or _NESTED_FORMAT_FIELD.search(template)
+    if takes_width and any(
+        abs(_int_arg(v)) > limits.max_value_chars for v in arguments
+    ):
+        raise SecurityError("a format width taken from an argument must stay under the render limit")
+
+
+def _check_bits(bits: int) -> None:
+    if bits > 64 * 1024:
+        raise SecurityError(f"an integer of about {bits} bits is not allowed")
+
+
+@dataclass(frozen=True)
+class TemplateProblem:
+    """A template that does not compile, with its 1-based line within the template."""
+
+    message: str
+    line: int | None
+
+
+class CompiledTemplate:
+    """One role's template, parsed and compiled once."""
+
+    def __init__(self, environment: TemplateEnvironment, source: str, *, name: str) -> None:
+        try:
+            tree = environment.parse(source, name=name)
+            self.referenced = _referenced_templates(tree)
+            self.variables = _undeclared_variables(environment, tree)
+            code = environment.compile(tree, name=name, filename=name)
+        except TemplateSyntaxError as exc:
+            raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
+        except TemplateError as exc:
+            raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
+        self.name = name
+        self.template = environment.template_class.from_code(
+            environment, code, environment.make_globals(None), None
+        )
+
+
+class TemplateCompileError(Exception):
+    """A template does not compile; ``problem`` says where."""
+
+    def __init__(self, problem: TemplateProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def _referenced_templates(tree: nodes.Template) -> tuple[str | None, ...]:
+    """Names of templates this one includes, imports or extends; None for a
+    name computed at render time."""
+    return tuple(meta.find_referenced_templates(tree))
+
+
+def _undeclared_variables(environment: TemplateEnvironment, tree: nodes.Template) -> frozenset[str]:
+    return frozenset(meta.find_undeclared_variables(tree)) - set(environment.globals)
+
+
+def analyse_partial(environment: TemplateEnvironment, name: str) -> tuple[frozenset[str], tuple[str | None, ...]]:
+    """Variables a partial needs and the templates it references.
+
+    Raises ``TemplateNotFound`` when it does not exist and
+    ``TemplateCompileError`` when it does not parse.
+    """
+    source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]
+    try:
+        tree = environment.parse(source, name=name)
+    except TemplateSyntaxError as exc:
+        raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
+    return _undeclared_variables(environment, tree), _referenced_templates(tree)
+
+
+def render_messages(
+    templates: Sequence[tuple[str, CompiledTemplate]],
+    variables: Mapping[str, Any],
+    *,
+    limits: RenderLimits,
+) -> tuple[Message, ...]:
+    """Render each role's template with ``variables``, in order.
+
+    Every failure is a ``RenderError`` naming the role; nothing foreign
+    escapes, and no traceback or server path is in the message.
+    """
+    token = _budget.set(_Budget(limits))
+    try:
+        messages = []
+        total = 0
+        for role, compiled in templates:
+            content = _render_one(role, compiled, variables)
+            total += len(content.encode("utf-8"))
+            if total > limits.max_output_bytes:
+                raise RenderError(
+                    f"rendered output exceeds {limits.max_output_bytes} bytes",
+                    role=role,
+                )
+            messages.append(Message(role=role, content=content))
+        return tuple(messages)
+    finally:
+        _budget.reset(token)
+
+
+def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, Any]) -> str:
+    try:
+        return compiled.template.render(variables)
+    except UndefinedError as exc:
+        raise RenderError(f"{role} template: {exc.message}", role=role) from exc
+    except SecurityError as exc:
+        raise RenderError(f"{role} template: unsafe operation refused: {exc}", role=role) from exc
+    except TemplateNotFound as exc:
+        raise RenderError(f"{role} template: {exc.message}", role=role) from exc
+    except TemplateError as exc:
+        raise RenderError(f"{role} template: {exc.message or type(exc).__name__}", role=role) from exc
+    except RecursionError as exc:
+        raise RenderError(f"{role} template: recursion too deep", role=role) from exc
+    except MemoryError as exc:
+        raise RenderError(f"{role} template: out of memory while rendering", role=role) from exc
+    except Exception as exc:  # noqa: BLE001 - anything a template's code raises is the author's error
+        raise RenderError(f"{role} template: {type(exc).__name__}: {exc}", role=role) from exc

@@ -1,0 +1,276 @@
+"""Reading untrusted YAML into JSON-compatible data, with positions.
+
+``parse_yaml`` is the only way definition bytes become Python values. It is
+safe against the classic attacks and keeps where every value came from:
+
+- size is checked before parsing, and the text must be UTF-8;
+- nesting depth and the number of events are bounded by a first pass over the
+  event stream (libyaml's composer recurses, so a deep document must never
+  reach it);
+- anchors and aliases are allowed, but the size of the document with every
+  alias expanded is computed (linearly, with memoisation) and bounded, and an
+  alias that contains itself is rejected, so a "billion laughs" file is
+  refused before it is built;
+- duplicate keys, non-string keys, and tags outside JSON's types (``!!binary``,
+  ``!!set``, custom tags) are errors; timestamps are kept as strings and
+  non-finite floats are rejected, so the result always serialises to JSON.
+
+Every problem is reported as an ``Issue`` with a line and column.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from registry.models import Issue
+
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_TAG = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+_MERGE_TAG = _TAG + "merge"
+_SEQ_TAG = _TAG + "seq"
+_MAP_TAG = _TAG + "map"
+
+JsonPath = tuple[str | int, ...]
+
+
+class _DefinitionLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, with timestamps read as plain strings."""
+
+
+_DefinitionLoader.add_constructor(_TAG + "timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a value starts in the file (1-based).
+
+    ``block`` is true for ``|`` and ``>`` scalars, whose content starts on the
+    line after the indicator.
+    """
+
+    line: int
+    column: int
+    block: bool = False
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """A parsed document and the position of every value and key in it."""
+
+    value: Any
+    values: dict[JsonPath, Position]
+    keys: dict[JsonPath, Position]
+
+    def position(self, path: JsonPath, *, key: bool = False) -> Position | None:
+        """The position of ``path``, or of its nearest ancestor that has one."""
+        table = self.keys if key else self.values
+        for end in range(len(path), -1, -1):
+            found = table.get(path[:end]) or (self.values.get(path[:end]) if key else None)
+            if found is not None:
+                return found
+        return None
+
+
+@dataclass(frozen=True)
+class YamlLimits:
+    """Bounds on what ``parse_yaml`` accepts."""
+
+    max_bytes: int = 256 * 1024
+    max_depth: int = 64
+    max_events: int = 200_000
+    max_nodes: int = 100_000
+
+
+class YamlError(Exception):
+    """The text is not an acceptable YAML document; ``issues`` says why."""
+
+    def __init__(self, issues: list[Issue]) -> None:
+        super().__init__("; ".join(i.message for i in issues))
+        self.issues = issues
+
+
+def _issue(message: str, mark: Any = None, *, path: JsonPath = (), hint: str | None = None) -> Issue:
+    line = column = None
+    if mark is not None:
+        line, column = mark.line + 1, mark.column + 1
+    return Issue(message=message, path=json_pointer(path), line=line, column=column, hint=hint)
+
+
+def json_pointer(path: JsonPath) -> str:
+    """RFC 6901 pointer for a path of keys and indexes."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocument:
+    """Parse one YAML document of JSON-compatible values.
+
+    Raises ``YamlError`` with every problem found; the parse stops at the first
+    syntax error, since nothing after it can be trusted.
+    """
+    if len(data) > limits.max_bytes:
+        raise YamlError([_issue(f"file is {len(data)} bytes; the limit is {limits.max_bytes} bytes")])
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise YamlError([_issue(f"file is not UTF-8 text (invalid byte at offset {exc.start})")]) from exc
+    try:
+        _check_event_stream(text, limits)
+        root = yaml.compose(text, Loader=_DefinitionLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise YamlError([_issue(f"YAML syntax error: {problem}", mark)]) from exc
+    except yaml.YAMLError as exc:
+        raise YamlError([_issue(f"YAML error: {exc}")]) from exc
+    if root is None:
+        raise YamlError([_issue("file is empty; a definition is a YAML mapping")])
+
+    issues: list[Issue] = []
+    values: dict[JsonPath, Position] = {}
+    keys: dict[JsonPath, Position] = {}
+    _measure(root, limits.max_nodes)
+    _inspect(root, (), values, keys, issues, set())
+    if issues:
+        raise YamlError(issues)
+    try:
+        value = _DefinitionLoader("").construct_document(root)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        # int() of a 5,000-digit literal, an unhashable merge: the constructor's
+        # own failures, which only hostile files reach.
+        raise YamlError([_issue(f"YAML value cannot be read: {exc}")]) from exc
+    _check_finite(value, (), issues, values)
+    if issues:
+        raise YamlError(issues)
+    return YamlDocument(value=value, values=values, keys=keys)
+
+
+def _check_event_stream(text: str, limits: YamlLimits) -> None:
+    depth = events = 0
+    for event in yaml.parse(text, Loader=_DefinitionLoader):
+        events += 1
+        if events > limits.max_events:
+            raise YamlError([_issue(f"document has more than {limits.max_events} YAML events", event.start_mark)])
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > limits.max_depth:
+                raise YamlError(
+                    [_issue(f"nesting is deeper than {limits.max_depth} levels", event.start_mark)]
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def _measure(root: yaml.Node, max_nodes: int) -> None:
+    """Bound the size of the document with every alias expanded."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise YamlError([_issue("an alias refers to a node that contains it (recursive alias)", node.start_mark)])
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        if total > max_nodes:
+            raise YamlError(
+                [_issue(f"document expands to more than {max_nodes} values (aliases included)", node.start_mark)]
+            )
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def _inspect(
+    node: yaml.Node,
+    path: JsonPath,
+    values: dict[JsonPath, Position],
+    keys: dict[JsonPath, Position],
+    issues: list[Issue],
+    seen: set[int],
+) -> None:
+    """Record positions, and find duplicate keys and non-JSON types."""
+    values.setdefault(path, _position(node))
+    if id(node) in seen:  # an alias: its content was inspected where it was defined
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag not in _SCALAR_TAGS:
+            issues.append(_issue(f"unsupported YAML tag {node.tag!r}; use plain JSON types", node.start_mark, path=path))
+        return
+    if isinstance(node, yaml.SequenceNode):
+        if node.tag != _SEQ_TAG:
+            issues.append(_issue(f"unsupported YAML tag {node.tag!r}; use a plain list", node.start_mark, path=path))
+        for index, child in enumerate(node.value):
+            _inspect(child, path + (index,), values, keys, issues, seen)
+        return
+    if node.tag != _MAP_TAG:
+        issues.append(_issue(f"unsupported YAML tag {node.tag!r}; use a plain mapping", node.start_mark, path=path))
+        return
+    first_seen: dict[str, yaml.Node] = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE_TAG:
+            _inspect(value_node, path, values, keys, issues, seen)
+            continue
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _TAG + "str":
+            shown = key_node.value if isinstance(key_node, yaml.ScalarNode) else "a collection"
+            issues.append(
+                _issue(
+                    f"mapping key {shown!r} is not a string",
+                    key_node.start_mark,
+                    path=path,
+                    hint="quote the key",
+                )
+            )
+            continue
+        name = key_node.value
+        if name in first_seen:
+            issues.append(
+                _issue(
+                    f"duplicate key {name!r} (first defined on line {first_seen[name].start_mark.line + 1})",
+                    key_node.start_mark,
+                    path=path + (name,),
+                    hint="remove one of the two",
+                )
+            )
+            continue
+        first_seen[name] = key_node
+        keys[path + (name,)] = _position(key_node)
+        _inspect(value_node, path + (name,), values, keys, issues, seen)
+
+
+def _position(node: yaml.Node) -> Position:
+    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    return Position(line=node.start_mark.line + 1, column=node.start_mark.column + 1, block=block)
+
+
+def _check_finite(value: Any, path: JsonPath, issues: list[Issue], values: dict[JsonPath, Position]) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        pos = values.get(path)
+        issues.append(
+            Issue(
+                message=f"number {value!r} is not finite; JSON cannot carry it",
+                path=json_pointer(path),
+                line=pos.line if pos else None,
+                column=pos.column if pos else None,
+            )
+        )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, path + (k,), issues, values)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite(v, path + (i,), issues, values)
