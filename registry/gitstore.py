@@ -1,0 +1,172 @@
+"""Releases and files of a git repository, read from its object database.
+
+Nothing here checks out, writes, or runs a command per read: GitPython keeps
+one long-lived ``git cat-file --batch`` process (``GitCmdObjectDB``) and every
+read goes through it. That process serves one request at a time, so reads
+are serialised by a lock; everything read is immutable and cached above.
+
+Revisions are never taken from requests: a release is resolved to a commit id
+by our own tag listing, and objects are then read by id.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from cachetools import LRUCache
+from gitdb.util import hex_to_bin
+
+from registry.errors import StoreError
+from registry.models import Release
+from registry.releases import ReleaseIndex, release_for_tag
+
+log = logging.getLogger(__name__)
+
+_BLOB = "blob"
+_REGULAR_FILE_MODES = (0o100644, 0o100755)
+_TREES_KEPT = 64
+
+
+@dataclass(frozen=True)
+class _Entry:
+    binsha: bytes
+
+
+class GitTree:
+    """The agents root of one commit; files are read lazily, by object id."""
+
+    def __init__(self, store: GitStore, commit: str, content_id: str, entries: dict[str, _Entry]) -> None:
+        self._store = store
+        self._entries = entries
+        self.commit = commit
+        self.content_id = content_id
+
+    def paths(self) -> Collection[str]:
+        return self._entries.keys()
+
+    def size(self, path: str) -> int:
+        return self._store._blob_size(self._entries[path].binsha)
+
+    def read(self, path: str) -> bytes:
+        return self._store._read_blob(self._entries[path].binsha)
+
+
+class GitStore:
+    """A git repository on disk (bare or not), used read-only."""
+
+    def __init__(self, path: str | os.PathLike[str], *, root: str) -> None:
+        self.root = root.strip("/")
+        try:
+            self._repo = git.Repo(path, odbt=git.GitCmdObjectDB)
+        except (git.NoSuchPathError, git.InvalidGitRepositoryError) as exc:
+            raise StoreError(f"{path} is not a git repository") from exc
+        self._lock = threading.Lock()
+        self._refs_fingerprint: tuple[object, ...] | None = None
+        self._index = ReleaseIndex(())
+        # Trees are immutable; an LRU bounds memory when many releases are touched.
+        self._trees: LRUCache[str, GitTree] = LRUCache(maxsize=_TREES_KEPT)
+
+    def close(self) -> None:
+        """Stop the repository's helper processes."""
+        with self._lock:
+            self._repo.close()
+
+    def releases(self) -> ReleaseIndex:
+        """The release tags as they are on disk now.
+
+        Listing tags reads every ref, so it is redone only when the ref files
+        changed (a stat of ``packed-refs`` and ``refs/tags``), which keeps the
+        per-request cost to a few ``stat`` calls.
+        """
+        fingerprint = self._fingerprint()
+        if fingerprint != self._refs_fingerprint:
+            with self._lock:
+                index = self._list_releases()
+            self._index, self._refs_fingerprint = index, fingerprint
+        return self._index
+
+    def tree(self, release: Release) -> GitTree:
+        """The agents root at the release's commit (cached: commits never change)."""
+        with self._lock:
+            cached = self._trees.get(release.commit)
+            if cached is not None:
+                return cached
+            try:
+                commit = git.Commit(self._repo, hex_to_bin(release.commit))
+                entries, content_id = self._list_root(commit)
+            except (ValueError, git.GitError, OSError) as exc:
+                raise StoreError(f"cannot read commit {release.commit} of release {release.tag}") from exc
+            tree = GitTree(self, release.commit, content_id, entries)
+            self._trees[release.commit] = tree
+            return tree
+
+    def _fingerprint(self) -> tuple[object, ...]:
+        common = Path(self._repo.common_dir)
+        marks: list[object] = []
+        packed = common / "packed-refs"
+        try:
+            st = packed.stat()
+            marks.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except FileNotFoundError:
+            marks.append(None)
+        for directory, _, files in os.walk(common / "refs" / "tags"):
+            st = os.stat(directory)
+            marks.append((directory, st.st_mtime_ns))
+            for name in files:
+                st = os.stat(os.path.join(directory, name))
+                marks.append((name, st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(marks)
+
+    def _list_releases(self) -> ReleaseIndex:
+        releases = []
+        try:
+            tags = list(self._repo.tags)
+        except (git.GitError, OSError, ValueError) as exc:
+            raise StoreError("cannot list the repository's tags") from exc
+        for tag in tags:
+            if release_for_tag(tag.name, "0" * 40) is None:
+                continue
+            try:
+                commit = tag.commit.hexsha
+            except (ValueError, git.GitError, OSError):
+                log.warning("tag %s does not point to a commit; ignored", tag.name)
+                continue
+            release = release_for_tag(tag.name, commit)
+            if release is not None:
+                releases.append(release)
+        return ReleaseIndex.from_releases(releases)
+
+    def _list_root(self, commit: git.Commit) -> tuple[dict[str, _Entry], str]:
+        try:
+            root_tree = commit.tree / self.root if self.root else commit.tree
+        except KeyError:
+            return {}, "empty"
+        if root_tree.type != "tree":
+            return {}, "empty"
+        entries: dict[str, _Entry] = {}
+        prefix = len(root_tree.path) + 1 if root_tree.path else 0
+        for item in root_tree.traverse():
+            # Symlinks and submodules are not files of the library.
+            if item.type == _BLOB and item.mode in _REGULAR_FILE_MODES:
+                entries[item.path[prefix:]] = _Entry(item.binsha)
+        return entries, root_tree.hexsha
+
+    def _blob_size(self, binsha: bytes) -> int:
+        with self._lock:
+            try:
+                return int(self._repo.odb.info(binsha).size)
+            except (ValueError, git.GitError, OSError) as exc:
+                raise StoreError("cannot read an object from the repository") from exc
+
+    def _read_blob(self, binsha: bytes) -> bytes:
+        with self._lock:
+            try:
+                return bytes(self._repo.odb.stream(binsha).read())
+            except (ValueError, git.GitError, OSError) as exc:
+                raise StoreError("cannot read an object from the repository") from exc

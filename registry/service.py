@@ -1,0 +1,109 @@
+"""The registry's operations, independent of HTTP.
+
+``RegistryService`` is what the HTTP API and the CLI call. Every operation
+resolves the requested release to one commit first and then answers entirely
+from that commit's catalog, so an answer is never mixed from two releases.
+Catalogs are cached by commit: a commit's content never changes, so there is
+nothing to invalidate, only a bound on how many are kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
+from registry.models import AgentSummary, Prompt, Release
+from registry.releases import ReleaseIndex, parse_selector
+from registry.rendering import RenderLimits
+from registry.safeyaml import YamlLimits
+from registry.store import Store
+
+_CATALOGS_KEPT = 32
+
+
+@dataclass(frozen=True)
+class AgentListing:
+    """The agents of one release."""
+
+    release: Release
+    agents: list[AgentSummary]
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    """One agent at one release."""
+
+    release: Release
+    agent: LoadedAgent
+
+
+@dataclass(frozen=True)
+class RenderAnswer:
+    """A rendered prompt, with the agent and release it came from."""
+
+    release: Release
+    agent: LoadedAgent
+    prompt: Prompt
+
+
+class RegistryService:
+    """Releases, agents and rendering over one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        yaml_limits: YamlLimits = YamlLimits(),
+        render_limits: RenderLimits = RenderLimits(),
+    ) -> None:
+        self.store = store
+        self._yaml_limits = yaml_limits
+        self._render_limits = render_limits
+        self._catalogs: LRUCache[str, ReleaseCatalog] = LRUCache(maxsize=_CATALOGS_KEPT)
+        self._lock = threading.Lock()
+
+    def releases(self) -> ReleaseIndex:
+        """Every release, newest first."""
+        return self.store.releases()
+
+    def resolve(self, release: str | None) -> Release:
+        """The release a request names (``None``: latest)."""
+        selector = parse_selector(release)
+        return self.store.releases().resolve(selector)
+
+    def list_agents(self, *, release: str | None = None) -> AgentListing:
+        """Every agent of a release, invalid ones included with their errors."""
+        resolved = self.resolve(release)
+        return AgentListing(resolved, self._catalog(resolved).summaries())
+
+    def get_agent(self, usecase: str, name: str, *, release: str | None = None) -> AgentAnswer:
+        """One agent's definition at a release."""
+        check_agent_name(usecase, name)
+        resolved = self.resolve(release)
+        return AgentAnswer(resolved, self._catalog(resolved).get(usecase, name))
+
+    def render(self, usecase: str, name: str, inputs: Any, *, release: str | None = None) -> RenderAnswer:
+        """One agent rendered with ``inputs`` at a release."""
+        answer = self.get_agent(usecase, name, release=release)
+        prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
+        return RenderAnswer(answer.release, answer.agent, prompt)
+
+    def _catalog(self, release: Release) -> ReleaseCatalog:
+        with self._lock:
+            catalog = self._catalogs.get(release.commit)
+        if catalog is not None:
+            return catalog
+        # Built outside the lock: listing a tree reads git, and other
+        # releases' requests should not wait for it.
+        catalog = ReleaseCatalog(
+            self.store.tree(release),
+            root=self.store.root,
+            yaml_limits=self._yaml_limits,
+            render_limits=self._render_limits,
+        )
+        with self._lock:
+            return self._catalogs.setdefault(release.commit, catalog)
