@@ -1,0 +1,168 @@
+"""The HTTP API: parse the request, call one service method, serialise.
+
+Views know nothing of git, YAML or Jinja; errors are raised as
+``RegistryError`` and answered by ``registry.problems``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.routing import PathConverter
+
+from registry.errors import InvalidRequest, NotFound
+from registry.models import Release
+from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
+from registry.service import RegistryService
+
+bp = Blueprint("api", __name__)
+
+
+class AnyPathConverter(PathConverter):
+    """Like ``path``, but also matches paths with empty segments (``a//b``)."""
+
+    regex = ".*?"
+    part_isolating = False  # it spans "/"; Werkzeug guesses from the regex otherwise
+
+SERVICE_KEY = "prompt_registry.service"
+OPENAPI_KEY = "prompt_registry.openapi"
+_RENDER_FIELDS = {"inputs"}
+
+
+def _service() -> RegistryService:
+    service: RegistryService = current_app.extensions[SERVICE_KEY]
+    return service
+
+
+def _release_parameter() -> str | None:
+    values = request.args.getlist("release")
+    if len(values) > 1:
+        raise InvalidRequest("give the release parameter at most once", parameter="release")
+    if values and values[0] == "":
+        raise InvalidRequest("release must not be empty; leave it out for the latest release", parameter="release")
+    return values[0] if values else None
+
+
+def _with_provenance(response: Response, release: Release) -> Response:
+    response.headers["X-Registry-Release"] = release.tag
+    response.headers["X-Registry-Commit"] = release.commit
+    return response
+
+
+def _conditional(response: Response, etag: str) -> Response:
+    response.set_etag(etag)
+    return response.make_conditional(request)
+
+
+@bp.get("/v1/releases")
+def list_releases() -> Response:
+    index = _service().releases()
+    latest = index.latest
+    return jsonify({"releases": [r.as_dict() for r in index.releases], "latest": latest.tag if latest else None})
+
+
+@bp.get("/v1/agents")
+def list_agents() -> Response:
+    listing = _service().list_agents(release=_release_parameter())
+    body = {"release": listing.release.ref(), "agents": [a.as_dict() for a in listing.agents]}
+    return _with_provenance(jsonify(body), listing.release)
+
+
+@bp.get("/v1/agents/<usecase>/<name>")
+def get_agent(usecase: str, name: str) -> Response:
+    answer = _service().get_agent(usecase, name, release=_release_parameter())
+    agent = answer.agent
+    body = {
+        "release": answer.release.ref(),
+        "usecase": agent.usecase,
+        "name": agent.name,
+        "path": agent.path,
+        "digest": agent.digest,
+        "definition": agent.compiled.definition,
+    }
+    return _conditional(_with_provenance(jsonify(body), answer.release), agent.digest)
+
+
+@bp.post("/v1/agents/<usecase>/<name>/render")
+def render_agent(usecase: str, name: str) -> Response:
+    inputs = _render_inputs()
+    answer = _service().render(usecase, name, inputs, release=_release_parameter())
+    body = {
+        "release": answer.release.ref(),
+        "usecase": answer.agent.usecase,
+        "name": answer.agent.name,
+        "digest": answer.agent.digest,
+        "messages": answer.prompt.as_dicts(),
+        "model": answer.prompt.model,
+        "params": answer.prompt.params,
+    }
+    return _with_provenance(jsonify(body), answer.release)
+
+
+@bp.route("/v1/agents/<anypath:rest>", methods=["GET", "POST"])
+def malformed_agent_path(rest: str) -> Response:
+    parts = rest.split("/")
+    if len(parts) == 3 and parts[2] == "render":
+        raise MethodNotAllowed(valid_methods=["POST"])
+    raise InvalidRequest(
+        "agent paths are /v1/agents/<usecase>/<name> and /v1/agents/<usecase>/<name>/render;"
+        " usecase and name may not contain '/'"
+    )
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(current_app.extensions[OPENAPI_KEY])
+
+
+@bp.get("/problems/<slug>")
+def problem_type(slug: str) -> Response:
+    description = PROBLEM_DESCRIPTIONS.get(slug)
+    if description is None:
+        raise NotFound("no such problem type")
+    return jsonify({"type": PROBLEM_TYPE_PREFIX + slug, "description": description})
+
+
+def _render_inputs() -> Any:
+    data = request.get_data(cache=False)
+    if not data.strip():
+        return {}
+    try:
+        body = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError as exc:
+        raise InvalidRequest("the request body is nested too deeply") from exc
+    except ValueError as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {_first_line(exc)}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest('the request body must be a JSON object such as {"inputs": {...}}')
+    unknown = sorted(set(body) - _RENDER_FIELDS)
+    if unknown:
+        raise InvalidRequest(f"unknown field {unknown[0][:80]!r} in the request body; expected only 'inputs'")
+    inputs = body.get("inputs", {})
+    if not isinstance(inputs, dict):
+        raise InvalidRequest("inputs must be a JSON object of template variables")
+    return inputs
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -1,0 +1,114 @@
+"""Errors to HTTP: the one place exceptions become RFC 9457 problem responses.
+
+Every error response is ``application/problem+json`` with ``type``,
+``title``, ``status`` and ``detail``, plus the error's own members (``errors``
+for invalid definitions and inputs, ``available`` for unknown releases).
+``type`` is ``/problems/<slug>``, a reference the registry itself resolves:
+``GET /problems/<slug>`` describes the problem. No response ever carries a
+traceback or a server path; an unexpected exception is logged and answered
+with a bare ``internal-error``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException
+
+from registry.errors import RegistryError
+
+log = logging.getLogger(__name__)
+
+PROBLEM_TYPE_PREFIX = "/problems/"
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+# Problems raised by the HTTP layer itself rather than by the service.
+_HTTP_PROBLEMS: dict[int, tuple[str, str]] = {
+    400: ("invalid-request", "Invalid request"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    413: ("payload-too-large", "Payload too large"),
+    414: ("invalid-request", "Invalid request"),
+    415: ("invalid-request", "Invalid request"),
+    431: ("invalid-request", "Invalid request"),
+}
+
+PROBLEM_DESCRIPTIONS: dict[str, str] = {
+    "invalid-request": "The request is malformed: a usecase, name or release with the wrong syntax, "
+    "a body that is not a JSON object, or an unknown field.",
+    "payload-too-large": "The request body is larger than the registry accepts.",
+    "not-found": "No such route.",
+    "release-not-found": "No release matches the one requested; 'available' lists the newest releases.",
+    "agent-not-found": "The release has no definition for this usecase and name.",
+    "invalid-definition": "The definition file exists but is invalid; 'errors' lists every problem "
+    "with its file, line and JSON path.",
+    "invalid-inputs": "The render inputs do not fit the definition's inputs schema; 'errors' lists "
+    "every problem with its JSON path.",
+    "render-error": "Rendering failed: an undefined variable, a missing include, a sandbox "
+    "violation or a size limit.",
+    "method-not-allowed": "The route exists but not for this HTTP method.",
+    "store-unavailable": "The registry cannot read its repository right now.",
+    "internal-error": "An unexpected error; it has been logged.",
+}
+
+
+def problem_response(
+    slug: str,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    extensions: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """A problem+json response."""
+    body = {
+        "type": PROBLEM_TYPE_PREFIX + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        **(extensions or {}),
+    }
+    response = Response(json.dumps(body, ensure_ascii=False), status=status, mimetype=PROBLEM_MEDIA_TYPE)
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def _registry_error(error: RegistryError) -> Response:
+    if error.status >= 500:
+        log.error("%s: %s", error.slug, error.detail, exc_info=error.__cause__ is not None)
+    return problem_response(
+        error.slug, error.status, error.title, error.detail, extensions=error.problem_fields()
+    )
+
+
+def _http_error(error: HTTPException) -> Response:
+    status = error.code or 500
+    slug, title = _HTTP_PROBLEMS.get(status, ("invalid-request", "Invalid request") if status < 500
+                                     else ("internal-error", "Internal error"))
+    detail = _HTTP_DETAILS.get(status, error.description or title)
+    headers = {k: v for k, v in error.get_headers() if k.lower() == "allow"}
+    return problem_response(slug, status, title, detail, headers=headers)
+
+
+_HTTP_DETAILS = {
+    404: "no such route; see /openapi.json for the API",
+    405: "this route does not accept this method",
+    413: "the request body is too large",
+}
+
+
+def _unexpected_error(error: Exception) -> Response:
+    log.exception("unexpected error while answering a request")
+    return problem_response("internal-error", 500, "Internal error", "an unexpected error occurred; it has been logged")
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Answer every error raised while handling a request as a problem."""
+    app.register_error_handler(RegistryError, _registry_error)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected_error)

@@ -1,0 +1,120 @@
+"""Configuration: the environment, read once into one frozen ``Settings``.
+
+Every option has one row in ``_OPTIONS``: its field, environment variable,
+parser and default. The CLI passes its flags as overrides, so a flag and its
+variable can never disagree about meaning. Nothing reads ``os.environ`` at
+import time.
+
+    variable                        default             meaning
+    REGISTRY_REPO                   (none)              git repository to serve
+    REGISTRY_WORKTREE               (none)              plain directory to serve as release "worktree"
+    REGISTRY_ROOT                   ai_gateway/agents   agents root inside the repository or directory
+    REGISTRY_HOST                   127.0.0.1           address to listen on
+    REGISTRY_PORT                   8080                port to listen on
+    REGISTRY_WORKERS                2                   server worker processes
+    REGISTRY_THREADS                4                   threads per worker
+    REGISTRY_MAX_DEFINITION_BYTES   262144              largest definition or partial file
+    REGISTRY_MAX_RENDER_BYTES       1048576             largest rendered output
+    REGISTRY_MAX_REQUEST_BYTES      1048576             largest request body
+    REGISTRY_LOG_LEVEL              info                log level
+
+With neither a repository nor a worktree, the bundled ``library/`` is served
+as a worktree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+BUNDLED_LIBRARY = Path(__file__).resolve().parent.parent / "library"
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+_ROOT_SHAPE = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
+
+
+class ConfigurationError(ValueError):
+    """A setting has a value the registry cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable, validated."""
+
+    repo: str | None = None
+    worktree: str | None = None
+    root: str = "ai_gateway/agents"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 2
+    threads: int = 4
+    max_definition_bytes: int = 256 * 1024
+    max_render_bytes: int = 1024 * 1024
+    max_request_bytes: int = 1024 * 1024
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if self.repo and self.worktree:
+            raise ConfigurationError("give a repository or a worktree, not both")
+        if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
+            raise ConfigurationError(f"root {self.root!r} must be a relative path inside the repository")
+        for name in ("port", "workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be a positive number")
+        if self.port > 65535:
+            raise ConfigurationError("port must be at most 65535")
+        if self.log_level not in _LOG_LEVELS:
+            raise ConfigurationError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
+
+    @property
+    def source_description(self) -> str:
+        """What is served, for logs and the startup line."""
+        if self.repo:
+            return f"git repository {self.repo}"
+        return f"worktree {self.served_worktree}"
+
+    @property
+    def served_worktree(self) -> str:
+        """The directory served when no repository is given."""
+        return self.worktree or str(BUNDLED_LIBRARY)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from environment variables, then ``overrides`` (None means "not given")."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field_name, variable, parse in _OPTIONS:
+            raw = environ.get(variable)
+            if raw is not None and raw != "":
+                try:
+                    values[field_name] = parse(raw)
+                except ValueError as exc:
+                    raise ConfigurationError(f"{variable}={raw!r}: {exc}") from exc
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ConfigurationError(f"unknown settings: {', '.join(sorted(unknown))}")
+        return cls(**values)
+
+
+def _text(raw: str) -> str:
+    return raw.strip()
+
+
+_OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
+    ("repo", "REGISTRY_REPO", _text),
+    ("worktree", "REGISTRY_WORKTREE", _text),
+    ("root", "REGISTRY_ROOT", lambda raw: raw.strip().strip("/")),
+    ("host", "REGISTRY_HOST", _text),
+    ("port", "REGISTRY_PORT", int),
+    ("workers", "REGISTRY_WORKERS", int),
+    ("threads", "REGISTRY_THREADS", int),
+    ("max_definition_bytes", "REGISTRY_MAX_DEFINITION_BYTES", int),
+    ("max_render_bytes", "REGISTRY_MAX_RENDER_BYTES", int),
+    ("max_request_bytes", "REGISTRY_MAX_REQUEST_BYTES", int),
+    ("log_level", "REGISTRY_LOG_LEVEL", lambda raw: raw.strip().lower()),
+)

@@ -1,0 +1,138 @@
+"""Fixtures: real git repositories built in temporary directories, and apps over them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from registry.app import create_app
+from registry.settings import Settings
+
+AGENTS = "ai_gateway/agents"
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+class LibraryRepo:
+    """A real git repository that tests write definitions into, commit and tag."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        result = subprocess.run(
+            ["git", *args],
+            cwd=self.path,
+            env={**os.environ, **_GIT_ENV},
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return result.stdout.strip()
+
+    def write(self, relative: str, content: str | bytes, *, under_agents: bool = True) -> Path:
+        """Write a file (relative to the agents root unless told otherwise)."""
+        target = self.path / (f"{AGENTS}/{relative}" if under_agents else relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            target.write_text(content, encoding="utf-8")
+        else:
+            target.write_bytes(content)
+        return target
+
+    def remove(self, relative: str) -> None:
+        (self.path / AGENTS / relative).unlink()
+
+    def commit(self, message: str = "change") -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def tag(self, name: str, *, annotated: bool = False, target: str = "HEAD") -> None:
+        if annotated:
+            self.git("tag", "-a", name, "-m", f"release {name}", target)
+        else:
+            self.git("tag", name, target)
+
+
+MINIMAL = """\
+name: Minimal agent
+prompt_templates:
+  system: You are helpful.
+  user: "Question: {{ question }}"
+"""
+
+WITH_RULES = """\
+name: Agent with shared rules
+prompt_templates:
+  system: |
+    Be brief.
+    {% include '_partials/rules.jinja' %}
+  user: "{{ question }}"
+inputs:
+  type: object
+  required: [question, rules]
+  additionalProperties: false
+  properties:
+    question: {type: string, minLength: 1}
+    rules: {type: array, items: {type: string}}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> LibraryRepo:
+    """An empty repository."""
+    return LibraryRepo(tmp_path / "library")
+
+
+@pytest.fixture
+def released_repo(repo: LibraryRepo) -> LibraryRepo:
+    """A repository with releases v1.0.0, v1.1.0 (annotated), v2.0.0-rc.1 and a non-release tag."""
+    repo.write("chat/minimal.yml", MINIMAL)
+    repo.write(
+        "_partials/rules.jinja",
+        "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}",
+    )
+    repo.commit("first release")
+    repo.tag("v1.0.0")
+    repo.write("chat/with_rules.yml", WITH_RULES)
+    repo.commit("add with_rules")
+    repo.tag("v1.1.0", annotated=True)
+    repo.write("chat/minimal.yml", MINIMAL.replace("You are helpful.", "You are very helpful."))
+    repo.commit("prerelease wording")
+    repo.tag("v2.0.0-rc.1")
+    repo.tag("not-a-release")
+    return repo
+
+
+def make_app(settings: Settings) -> Flask:
+    app = create_app(settings)
+    app.config["TESTING"] = True
+    return app
+
+
+@pytest.fixture
+def app(released_repo: LibraryRepo) -> Iterator[Flask]:
+    application = make_app(Settings(repo=str(released_repo.path)))
+    yield application
+    application.extensions["prompt_registry.service"].store.close()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()

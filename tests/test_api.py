@@ -1,0 +1,441 @@
+"""The HTTP API against a real git repository with several tags."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+from jsonschema import Draft202012Validator
+from werkzeug.test import TestResponse
+
+from registry.app import openapi_document
+from registry.settings import Settings
+from tests.conftest import LibraryRepo, make_app
+
+
+def _validate_against_openapi(path_template: str, method: str, response: TestResponse) -> None:
+    """Check a response body against the schema the OpenAPI document gives it."""
+    document = openapi_document()
+    operation = document["paths"][path_template][method]
+    declared = operation["responses"][str(response.status_code)]
+    if "$ref" in declared:
+        declared = document["components"]["responses"][declared["$ref"].rsplit("/", 1)[1]]
+    content = declared.get("content")
+    if content is None:
+        assert not response.data
+        return
+    media_type = response.mimetype
+    assert media_type in content, f"{media_type} not declared for {method} {path_template} {response.status_code}"
+    schema = {**content[media_type]["schema"], "components": document["components"]}
+    Draft202012Validator(schema).validate(response.get_json(force=True))
+
+
+def _problem(response: TestResponse, status: int, slug: str) -> dict[str, Any]:
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/problem+json"
+    body = response.get_json(force=True)
+    assert body["type"] == f"/problems/{slug}"
+    assert body["status"] == status
+    assert body["title"] and body["detail"]
+    text = response.get_data(as_text=True)
+    assert "Traceback" not in text and "/tmp/" not in text and "site-packages" not in text
+    return body
+
+
+def test_releases_are_listed_newest_first_with_latest_non_prerelease(client: FlaskClient, released_repo: LibraryRepo) -> None:
+    response = client.get("/v1/releases")
+    body = response.get_json()
+    assert [r["tag"] for r in body["releases"]] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
+    assert body["latest"] == "v1.1.0"
+    assert body["releases"][0] == {
+        "tag": "v2.0.0-rc.1",
+        "version": "2.0.0-rc.1",
+        "commit": released_repo.git("rev-parse", "v2.0.0-rc.1^{commit}"),
+        "prerelease": True,
+    }
+    # an annotated tag is reported with its commit, not the tag object
+    assert body["releases"][1]["commit"] == released_repo.git("rev-parse", "v1.1.0^{commit}")
+    _validate_against_openapi("/v1/releases", "get", response)
+
+
+def test_agents_of_a_release_are_listed_sorted_with_provenance(client: FlaskClient, released_repo: LibraryRepo) -> None:
+    response = client.get("/v1/agents?release=v1.0.0")
+    body = response.get_json()
+    commit = released_repo.git("rev-parse", "v1.0.0")
+    assert body["release"] == {"tag": "v1.0.0", "commit": commit}
+    assert [(a["usecase"], a["name"]) for a in body["agents"]] == [("chat", "minimal")]
+    assert response.headers["X-Registry-Release"] == "v1.0.0"
+    assert response.headers["X-Registry-Commit"] == commit
+    _validate_against_openapi("/v1/agents", "get", response)
+
+
+def test_invalid_definitions_are_listed_with_their_errors(repo: LibraryRepo) -> None:
+    repo.write("chat/good.yml", "name: Good\nprompt_templates:\n  user: hi\n")
+    repo.write("chat/broken.yml", "name: Broken\nprompt_template:\n  user: hi\n")
+    repo.write("notes/readme.md", "not a definition")
+    repo.commit()
+    repo.tag("v0.1.0")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    response = client.get("/v1/agents")
+    agents = response.get_json()["agents"]
+    assert [(a["name"], a["valid"]) for a in agents] == [("broken", False), ("good", True)]
+    broken = agents[0]
+    assert broken["path"] == "ai_gateway/agents/chat/broken.yml"
+    assert any(e.get("hint") == "did you mean 'prompt_templates'?" for e in broken["errors"])
+    assert "errors" not in agents[1]
+    _validate_against_openapi("/v1/agents", "get", response)
+
+
+def test_agent_is_served_with_digest_etag_and_definition_in_file_order(client: FlaskClient) -> None:
+    response = client.get("/v1/agents/chat/minimal?release=v1.0.0")
+    body = response.get_json()
+    assert body["usecase"] == "chat" and body["name"] == "minimal"
+    assert body["path"] == "ai_gateway/agents/chat/minimal.yml"
+    assert body["digest"].startswith("sha256:")
+    assert response.headers["ETag"] == f'"{body["digest"]}"'
+    assert list(body["definition"]["prompt_templates"]) == ["system", "user"]
+    assert list(json.loads(response.data)["definition"]) == ["name", "prompt_templates"]
+    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+
+
+def test_unchanged_agent_keeps_its_digest_across_releases(client: FlaskClient) -> None:
+    first = client.get("/v1/agents/chat/minimal?release=v1.0.0").get_json()["digest"]
+    same = client.get("/v1/agents/chat/minimal?release=v1.1.0").get_json()["digest"]
+    changed = client.get("/v1/agents/chat/minimal?release=v2.0.0-rc.1").get_json()["digest"]
+    assert first == same
+    assert changed != first
+
+
+def test_digest_changes_when_only_an_included_partial_changes(repo: LibraryRepo) -> None:
+    repo.write("_partials/p.jinja", "one")
+    repo.write("a/b.yml", "name: B\nprompt_templates:\n  user: \"{% include '_partials/p.jinja' %}\"\n")
+    repo.commit()
+    repo.tag("v1.0.0")
+    repo.write("_partials/p.jinja", "two")
+    repo.commit()
+    repo.tag("v1.0.1")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    digests = {client.get(f"/v1/agents/a/b?release={r}").get_json()["digest"] for r in ("v1.0.0", "v1.0.1")}
+    assert len(digests) == 2
+
+
+def test_if_none_match_with_the_digest_gives_304(client: FlaskClient) -> None:
+    etag = client.get("/v1/agents/chat/minimal?release=v1.0.0").headers["ETag"]
+    response = client.get("/v1/agents/chat/minimal?release=v1.0.0", headers={"If-None-Match": etag})
+    assert response.status_code == 304
+    assert response.data == b""
+
+
+def test_release_without_v_finds_the_v_tag(client: FlaskClient) -> None:
+    response = client.get("/v1/agents/chat/minimal?release=1.0.0")
+    assert response.get_json()["release"]["tag"] == "v1.0.0"
+
+
+def test_omitted_release_and_latest_mean_the_highest_non_prerelease(client: FlaskClient) -> None:
+    assert client.get("/v1/agents/chat/minimal").get_json()["release"]["tag"] == "v1.1.0"
+    assert client.get("/v1/agents/chat/minimal?release=latest").get_json()["release"]["tag"] == "v1.1.0"
+
+
+def test_render_returns_messages_in_template_order(client: FlaskClient) -> None:
+    response = client.post(
+        "/v1/agents/chat/with_rules/render?release=v1.1.0",
+        json={"inputs": {"question": "Why?", "rules": ["cite sources", "no guessing"]}},
+    )
+    body = response.get_json()
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief.\nRules:\n- cite sources\n- no guessing\n"},
+        {"role": "user", "content": "Why?"},
+    ]
+    assert body["model"] is None and body["params"] is None
+    assert body["release"]["tag"] == "v1.1.0"
+    assert response.headers["X-Registry-Release"] == "v1.1.0"
+    _validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
+
+
+def test_render_with_an_empty_body_uses_no_inputs(repo: LibraryRepo) -> None:
+    repo.write("a/static.yml", "name: Static\nprompt_templates:\n  system: Fixed text.\n")
+    repo.commit()
+    repo.tag("v1.0.0")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    response = client.post("/v1/agents/a/static/render")
+    assert response.get_json()["messages"] == [{"role": "system", "content": "Fixed text."}]
+
+
+def test_invalid_inputs_report_every_error(client: FlaskClient) -> None:
+    response = client.post(
+        "/v1/agents/chat/with_rules/render?release=v1.1.0",
+        json={"inputs": {"rules": "not a list", "extra": 1}},
+    )
+    body = _problem(response, 422, "invalid-inputs")
+    paths = sorted(e["path"] for e in body["errors"])
+    assert paths == ["/extra", "/question", "/rules"]
+    _validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
+
+
+def test_missing_variable_without_schema_is_a_render_error_naming_it(client: FlaskClient) -> None:
+    body = _problem(client.post("/v1/agents/chat/minimal/render?release=v1.0.0", json={"inputs": {}}), 422, "render-error")
+    assert "'question' is undefined" in body["detail"]
+
+
+def test_openapi_document_lists_every_route(app) -> None:  # type: ignore[no-untyped-def]
+    document = app.test_client().get("/openapi.json").get_json()
+    assert document["openapi"].startswith("3.1")
+    routes = {
+        rule.rule.replace("<", "{").replace(">", "}").replace("{anypath:rest}", "")
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint != "static"
+    }
+    documented = set(document["paths"])
+    assert routes - {"/v1/agents/"} <= documented
+
+
+def test_healthz(client: FlaskClient) -> None:
+    response = client.get("/healthz")
+    assert response.get_json() == {"status": "ok"}
+    _validate_against_openapi("/healthz", "get", response)
+
+
+def test_problem_types_are_described_by_the_registry(client: FlaskClient) -> None:
+    body = client.get("/problems/agent-not-found").get_json()
+    assert body["type"] == "/problems/agent-not-found" and body["description"]
+    _problem(client.get("/problems/nonsense"), 404, "not-found")
+
+
+# --- errors and hostile inputs -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/agents/chat/..",
+        "/v1/agents/../chat",
+        "/v1/agents/chat/%2e%2e",
+        "/v1/agents/%2e%2e/%2e%2e",
+        "/v1/agents/chat/.hidden",
+        "/v1/agents/Chat/minimal",
+        "/v1/agents/chat/mini%00mal",
+        "/v1/agents/chat/" + "a" * 65,
+        "/v1/agents/chat/" + "a" * 5000,
+        "/v1/agents/chat/minimal.yml",
+        "/v1/agents/chat/min%C4%B1mal",  # dotless i
+        "/v1/agents/chat/%EF%BD%8D%EF%BD%89%EF%BD%8E%EF%BD%89%EF%BD%8D%EF%BD%81%EF%BD%8C",  # fullwidth
+        "/v1/agents/chat/minimal%0a",
+        "/v1/agents/chat/mini%20mal",
+        "/v1/agents/chat%2Fminimal/x",
+        "/v1/agents/chat/a%2Fb",
+        "/v1/agents/chat/a/b",
+        "/v1/agents//etc/passwd",
+        "/v1/agents/chat/%5C..%5Cx",
+    ],
+)
+def test_hostile_agent_paths_are_invalid_requests(client: FlaskClient, url: str) -> None:
+    _problem(client.get(url), 400, "invalid-request")
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        "--upload-pack=x",
+        "-x",
+        "HEAD",
+        "HEAD~1",
+        "main",
+        "refs/heads/main",
+        "refs/tags/v1.0.0",
+        "v1.0.0^{commit}",
+        "v1.0.0~1",
+        "@{-1}",
+        "0123456789abcdef0123456789abcdef01234567",
+        "v1.0",
+        "1",
+        "v01.0.0",
+        "１.0.0",
+        "1.0.0\n",
+        " 1.0.0",
+        "v1.0.0 ",
+        "x" * 10000,
+    ],
+)
+def test_release_values_that_look_like_git_revisions_are_invalid_requests(client: FlaskClient, release: str) -> None:
+    body = _problem(client.get("/v1/agents/chat/minimal", query_string={"release": release}), 400, "invalid-request")
+    assert len(body["detail"]) < 500
+
+
+def test_the_commit_of_a_release_is_not_a_release(client: FlaskClient, released_repo: LibraryRepo) -> None:
+    commit = released_repo.git("rev-parse", "v1.0.0")
+    _problem(client.get(f"/v1/agents?release={commit}"), 400, "invalid-request")
+
+
+def test_empty_or_repeated_release_is_an_invalid_request(client: FlaskClient) -> None:
+    _problem(client.get("/v1/agents?release="), 400, "invalid-request")
+    _problem(client.get("/v1/agents?release=v1.0.0&release=v1.1.0"), 400, "invalid-request")
+
+
+def test_unknown_release_lists_the_available_ones(client: FlaskClient) -> None:
+    response = client.get("/v1/agents/chat/minimal?release=v9.9.9")
+    body = _problem(response, 404, "release-not-found")
+    assert body["requested"] == "v9.9.9"
+    assert body["available"] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
+    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+
+
+def test_non_release_tag_is_not_found_as_a_release(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", "name: B\nprompt_templates:\n  user: hi\n")
+    repo.commit()
+    repo.tag("9.9.9-not-semver-because+of+plus")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    assert client.get("/v1/releases").get_json() == {"releases": [], "latest": None}
+    _problem(client.get("/v1/agents"), 404, "release-not-found")
+
+
+def test_unknown_agent_is_agent_not_found(client: FlaskClient) -> None:
+    response = client.get("/v1/agents/chat/with_rules?release=v1.0.0")
+    _problem(response, 404, "agent-not-found")
+    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+
+
+def test_invalid_definition_is_422_with_every_error_located(repo: LibraryRepo) -> None:
+    repo.write(
+        "a/bad.yml",
+        "name: 5\nmodle: x\nprompt_templates:\n  sytem: hi\n  user: '{{ oops'\nparams: {timeout: -1}\n",
+    )
+    repo.commit()
+    repo.tag("v1.0.0")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    response = client.get("/v1/agents/a/bad")
+    body = _problem(response, 422, "invalid-definition")
+    located = {(e["path"], e["line"]) for e in body["errors"]}
+    assert ("/name", 1) in located
+    assert ("/modle", 2) in located
+    assert ("/prompt_templates/sytem", 4) in located
+    assert ("/prompt_templates/user", 5) in located
+    assert ("/params/timeout", 6) in located
+    assert all(e["file"] == "ai_gateway/agents/a/bad.yml" for e in body["errors"])
+    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+    _problem(client.post("/v1/agents/a/bad/render", json={}), 422, "invalid-definition")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"- a\n- b\n", "mapping"),
+        (b"just a string\n", "mapping"),
+        (b"", "empty"),
+        (bytes(range(256)) * 10, "UTF-8"),
+        (b"\x00\x01\x02binary", "not"),
+        (b"name: a\nname: b\nprompt_templates: {user: x}\n", "duplicate key 'name'"),
+        (b"name: [unclosed\n", "syntax"),
+        (
+            b"a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+            b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+            "expands",
+        ),
+        (b"name: x\n" + b"# padding\n" * 1_100_000, "limit"),
+        (b"[" * 10000, "nesting"),
+        (b"name: !!python/object/apply:os.system [echo hi]\nprompt_templates: {user: x}\n", "tag"),
+        (b"name: x\nprompt_templates: {user: x}\n---\nname: y\n", "document"),
+    ],
+)
+def test_hostile_yaml_is_an_invalid_definition_and_harms_no_other_file(
+    repo: LibraryRepo, content: bytes, fragment: str
+) -> None:
+    repo.write("a/hostile.yml", content)
+    repo.write("a/fine.yml", "name: Fine\nprompt_templates:\n  user: ok\n")
+    repo.commit()
+    repo.tag("v1.0.0")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    body = _problem(client.get("/v1/agents/a/hostile"), 422, "invalid-definition")
+    assert any(fragment.lower() in e["message"].lower() for e in body["errors"]), body["errors"]
+    assert client.get("/v1/agents/a/fine").status_code == 200
+    listing = client.get("/v1/agents").get_json()["agents"]
+    assert [(a["name"], a["valid"]) for a in listing] == [("fine", True), ("hostile", False)]
+
+
+@pytest.mark.parametrize(
+    ("template", "slug"),
+    [
+        ("{{ ''.__class__.__mro__ }}", "render-error"),
+        ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "render-error"),
+        ("{{ cycler.__init__.__globals__ }}", "render-error"),
+        ("{{ joiner.__init__.__globals__.os }}", "render-error"),
+        ("{{ lipsum.__globals__ }}", "render-error"),
+        ("{{ self._TemplateReference__context }}", "render-error"),
+        ("{{ config }}", "render-error"),
+        ("{{ request }}", "render-error"),
+        ("{{ range(100000000) }}", "render-error"),
+        ("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", "render-error"),
+        ("{{ 'x' * 100000000 }}", "render-error"),
+        ("{{ 2 ** 100000000 }}", "render-error"),
+        ("{{ (9 ** 9) ** (9 ** 9) }}", "render-error"),
+        ("{{ 'x'|center(100000000) }}", "render-error"),
+        ("{{ '%099999999d' % 1 }}", "render-error"),
+        ("{% include '../../etc/passwd' %}", "invalid-definition"),
+        ("{% include '/etc/passwd' %}", "invalid-definition"),
+        ("{% include '_partials/missing.jinja' %}", "invalid-definition"),
+        ("{% include 'x/../../../etc/passwd' %}", "invalid-definition"),
+        ("{% import '../secrets' as s %}", "invalid-definition"),
+        ("{% extends '/etc/hosts' %}", "invalid-definition"),
+        ("{% include name %}", "render-error"),
+    ],
+)
+def test_templates_that_try_to_escape_the_sandbox_render_nothing_dangerous(
+    repo: LibraryRepo, template: str, slug: str
+) -> None:
+    repo.write("a/escape.yml", json.dumps({"name": "Escape", "prompt_templates": {"user": template}}))
+    repo.commit()
+    repo.tag("v1.0.0")
+    client = make_app(Settings(repo=str(repo.path))).test_client()
+    response = client.post("/v1/agents/a/escape/render", json={"inputs": {"name": "../../../../etc/passwd"}})
+    body = _problem(response, 422, slug)
+    assert "root:" not in json.dumps(body)
+
+
+def test_render_output_over_the_cap_is_a_render_error(repo: LibraryRepo) -> None:
+    repo.write("a/big.yml", "name: Big\nprompt_templates:\n  user: \"{{ 'x' * 2000 }}\"\n")
+    repo.commit()
+    repo.tag("v1.0.0")
+    client = make_app(Settings(repo=str(repo.path), max_render_bytes=1000)).test_client()
+    body = _problem(client.post("/v1/agents/a/big/render"), 422, "render-error")
+    assert "1000" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[1, 2]",
+        '"a string"',
+        "42",
+        "null",
+        "{not json",
+        '{"inputs": [1]}',
+        '{"inputs": "text"}',
+        '{"inputs": null}',
+        '{"inputs": {}, "input": {}}',
+        '{"inputs": {"question": NaN}}',
+        '{"inputs": {"question": 1e999}}',
+        '{"inputs": {"question": ' + "9" * 5000 + "}}",
+        "[" * 100000,
+        b"\xff\xfe\x00garbage",
+    ],
+)
+def test_bad_render_bodies_are_invalid_requests(client: FlaskClient, body: str | bytes) -> None:
+    response = client.post(
+        "/v1/agents/chat/minimal/render?release=v1.0.0", data=body, content_type="application/json"
+    )
+    _problem(response, 400, "invalid-request")
+
+
+def test_ten_megabyte_body_is_refused_as_too_large(client: FlaskClient) -> None:
+    payload = json.dumps({"inputs": {"question": "x" * (10 * 1024 * 1024)}})
+    response = client.post("/v1/agents/chat/minimal/render", data=payload, content_type="application/json")
+    _problem(response, 413, "payload-too-large")
+
+
+def test_unknown_route_and_wrong_method_are_problems(client: FlaskClient) -> None:
+    _problem(client.get("/nowhere"), 404, "not-found")
+    _problem(client.get("/v1/agents/chat/minimal/render"), 405, "method-not-allowed")
+    response = client.delete("/v1/releases")
+    _problem(response, 405, "method-not-allowed")
+    assert "GET" in response.headers["Allow"]
