@@ -229,6 +229,12 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
                 hint=_did_you_mean(str(name), allowed, []),
             )
         ]
+    if error.validator == "required" and isinstance(error.instance, dict):
+        return [
+            locate(f"missing required key {name!r}", path)
+            for name in error.validator_value
+            if name not in error.instance
+        ]
     return [locate(_short(error.message, _MAX_MESSAGE), path)]
 
 

@@ -40,6 +40,9 @@ class RegistryServer(BaseApplication):  # type: ignore[misc]
             "graceful_timeout": 10,
             "timeout": 30,
             "proc_name": "prompt-registry",
+            # One well-known control socket per user would clash between
+            # several registries on one machine; we manage by signals.
+            "control_socket_disable": True,
         }
         for key, value in options.items():
             self.cfg.set(key, value)
