@@ -1,0 +1,134 @@
+"""The prompt-registry command: serve starts a real gunicorn process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import LibraryRepo
+
+CLI = str(Path(sys.executable).parent / "prompt-registry")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _clean_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+
+
+def _get(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@contextmanager
+def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [CLI, "serve", "--port", str(port), "--workers", "1", *args],
+        env=env or _clean_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    output = process.stdout.read().decode() if process.stdout else ""
+                    raise AssertionError(f"server did not start: {output}") from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            if process.stdout:
+                process.stdout.close()
+
+
+def test_serve_with_no_options_serves_the_bundled_library() -> None:
+    with _serving() as base:
+        status, releases = _get(base + "/v1/releases")
+        assert status == 200
+        assert releases["latest"] == "worktree"
+        status, listing = _get(base + "/v1/agents")
+        assert status == 200
+        assert all(agent["valid"] for agent in listing["agents"])
+        assert ("chat", "minimal") in {(a["usecase"], a["name"]) for a in listing["agents"]}
+
+
+def test_serve_a_repository_by_release(released_repo: LibraryRepo) -> None:
+    with _serving("--repo", str(released_repo.path)) as base:
+        status, agent = _get(base + "/v1/agents/chat/minimal?release=v1.0.0")
+        assert status == 200
+        assert agent["release"]["tag"] == "v1.0.0"
+        status, problem = _get(base + "/v1/agents/chat/minimal?release=HEAD~1")
+        assert status == 400 and problem["type"] == "/problems/invalid-request"
+
+
+def test_environment_variables_configure_serve(released_repo: LibraryRepo) -> None:
+    with _serving(env={**_clean_environment(), "REGISTRY_REPO": str(released_repo.path)}) as base:
+        assert _get(base + "/v1/releases")[1]["latest"] == "v1.1.0"
+
+
+def test_serve_stops_gracefully_on_sigterm() -> None:
+    port = _free_port()
+    process = subprocess.Popen(
+        [CLI, "serve", "--port", str(port), "--workers", "1"],
+        env=_clean_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+
+
+def test_serve_a_path_that_is_not_a_repository_fails_clearly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [CLI, "serve", "--repo", str(tmp_path)], env=_clean_environment(), capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert "is not a git repository" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_configuration_fails_clearly() -> None:
+    result = subprocess.run(
+        [CLI, "serve"], env={**_clean_environment(), "REGISTRY_PORT": "eighty"}, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert "REGISTRY_PORT" in result.stderr

@@ -1,0 +1,140 @@
+"""GitStore against real repositories: tags, trees, blobs, concurrency."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from registry.errors import StoreError
+from registry.gitstore import GitStore
+from tests.conftest import AGENTS, MINIMAL, LibraryRepo
+
+
+def test_only_semver_tags_are_releases(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    for tag in ("v1.0.0", "1.1.0", "v2.0.0-rc.1", "v1.0.0+build.7", "release-3", "v1.2", "latest", "v01.0.0"):
+        repo.tag(tag)
+    store = GitStore(repo.path, root=AGENTS)
+    assert [r.tag for r in store.releases().releases] == ["v2.0.0-rc.1", "1.1.0", "v1.0.0+build.7", "v1.0.0"]
+
+
+def test_releases_are_ordered_by_semver_precedence_not_text(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    tags = ["v1.0.0-alpha", "v1.0.0-alpha.1", "v1.0.0-alpha.beta", "v1.0.0-beta", "v1.0.0-beta.2",
+            "v1.0.0-beta.11", "v1.0.0-rc.1", "v1.0.0", "v1.9.0", "v1.10.0", "v10.0.0"]
+    for tag in reversed(tags):
+        repo.tag(tag)
+    releases = GitStore(repo.path, root=AGENTS).releases()
+    assert [r.tag for r in releases.releases] == list(reversed(tags))
+    assert releases.latest is not None and releases.latest.tag == "v10.0.0"
+
+
+def test_annotated_tags_resolve_to_their_commit(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    commit = repo.commit()
+    repo.tag("v1.0.0", annotated=True)
+    (release,) = GitStore(repo.path, root=AGENTS).releases().releases
+    assert release.commit == commit
+
+
+def test_a_tag_on_a_tree_is_ignored(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    tree = repo.git("rev-parse", "HEAD^{tree}")
+    repo.tag("v1.0.0")
+    repo.git("tag", "v2.0.0", tree)
+    assert [r.tag for r in GitStore(repo.path, root=AGENTS).releases().releases] == ["v1.0.0"]
+
+
+def test_new_tags_are_seen_without_restarting(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    repo.tag("v1.0.0")
+    store = GitStore(repo.path, root=AGENTS)
+    assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
+    repo.commit("more")
+    repo.tag("v1.1.0")
+    assert [r.tag for r in store.releases().releases] == ["v1.1.0", "v1.0.0"]
+    repo.git("pack-refs", "--all")
+    repo.tag("v1.2.0")
+    assert [r.tag for r in store.releases().releases] == ["v1.2.0", "v1.1.0", "v1.0.0"]
+
+
+def test_tree_lists_only_regular_files_under_the_root(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.write("_partials/p.jinja", "partial")
+    repo.write("outside.yml", "name: x", under_agents=False)
+    os.symlink("/etc/passwd", repo.path / AGENTS / "a" / "link.yml")
+    repo.commit()
+    repo.tag("v1.0.0")
+    store = GitStore(repo.path, root=AGENTS)
+    tree = store.tree(store.releases().releases[0])
+    assert sorted(tree.paths()) == ["_partials/p.jinja", "a/b.yml"]
+    assert tree.read("a/b.yml") == MINIMAL.encode()
+    assert tree.size("a/b.yml") == len(MINIMAL.encode())
+    with pytest.raises(KeyError):
+        tree.read("a/link.yml")
+
+
+def test_a_release_without_the_agents_root_has_no_files(repo: LibraryRepo) -> None:
+    repo.write("README", "nothing here", under_agents=False)
+    repo.commit()
+    repo.tag("v1.0.0")
+    store = GitStore(repo.path, root=AGENTS)
+    assert list(store.tree(store.releases().releases[0]).paths()) == []
+
+
+def test_reads_never_touch_the_working_tree(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    repo.tag("v1.0.0")
+    repo.write("a/b.yml", "uncommitted edit")
+    store = GitStore(repo.path, root=AGENTS)
+    assert store.tree(store.releases().releases[0]).read("a/b.yml") == MINIMAL.encode()
+    assert repo.git("status", "--porcelain") == "M ai_gateway/agents/a/b.yml"
+
+
+def test_a_bare_repository_is_served(repo: LibraryRepo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    repo.tag("v1.0.0")
+    bare = tmp_path / "bare.git"
+    repo.git("clone", "-q", "--bare", str(repo.path), str(bare))
+    store = GitStore(bare, root=AGENTS)
+    assert store.tree(store.releases().releases[0]).read("a/b.yml") == MINIMAL.encode()
+
+
+def test_not_a_repository_is_a_store_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(StoreError):
+        GitStore(tmp_path, root=AGENTS)
+    with pytest.raises(StoreError):
+        GitStore(tmp_path / "missing", root=AGENTS)
+
+
+def test_concurrent_reads_of_many_releases_are_consistent(repo: LibraryRepo) -> None:
+    expected = {}
+    for index in range(6):
+        content = MINIMAL.replace("helpful", f"helpful #{index}")
+        repo.write("a/b.yml", content)
+        repo.commit(f"version {index}")
+        repo.tag(f"v1.{index}.0")
+        expected[f"v1.{index}.0"] = content.encode()
+    store = GitStore(repo.path, root=AGENTS)
+    releases = store.releases().releases
+    barrier = threading.Barrier(8)
+
+    def read_all(worker: int) -> bool:
+        barrier.wait()
+        for round_ in range(30):
+            release = releases[(worker + round_) % len(releases)]
+            if store.tree(release).read("a/b.yml") != expected[release.tag]:
+                return False
+        return True
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(read_all, range(8)))

@@ -1,0 +1,45 @@
+"""The bundled example library: every agent valid, the design example exact."""
+
+from __future__ import annotations
+
+import jinja2
+import yaml
+
+from registry.app import build_service
+from registry.settings import BUNDLED_LIBRARY, Settings
+
+DESIGN_EXAMPLE = BUNDLED_LIBRARY / "ai_gateway" / "agents" / "chat" / "minimal.yml"
+TOOLS = [
+    {"name": "issue_reader", "description": "Reads an issue.", "example": "Read issue #12"},
+    {"name": "ci_log", "description": "Fetches a CI job log.", "example": ""},
+]
+
+
+def test_every_bundled_agent_is_valid() -> None:
+    listing = build_service(Settings()).list_agents()
+    invalid = [(a.usecase, a.name, a.errors) for a in listing.agents if not a.valid]
+    assert invalid == []
+    usecases = {a.usecase for a in listing.agents}
+    assert len(usecases) >= 4 and len(listing.agents) >= 8
+
+
+def test_library_has_an_agent_with_includes_and_one_with_inputs() -> None:
+    service = build_service(Settings())
+    agents = [service.get_agent(a.usecase, a.name).agent for a in service.list_agents().agents]
+    assert any(agent.compiled.partials for agent in agents)
+    assert any("inputs" in agent.compiled.definition for agent in agents)
+
+
+def test_design_example_renders_exactly_as_plain_jinja_would() -> None:
+    source = yaml.safe_load(DESIGN_EXAMPLE.read_text())
+    plain = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    expected = [
+        {"role": role, "content": plain.from_string(text).render(tools=TOOLS)}
+        for role, text in source["prompt_templates"].items()
+    ]
+    prompt = build_service(Settings()).render("chat", "minimal", {"tools": TOOLS}).prompt
+    assert prompt.as_dicts() == expected
+    assert [m.role for m in prompt.messages] == ["system", "assistant", "user"]
+    assert prompt.messages[1].content == "{agent_scratchpad}\nThought:"
+    assert prompt.messages[2].content == "Question: {question}"
+    assert "<name>issue_reader</name>" in prompt.messages[0].content

@@ -1,0 +1,104 @@
+"""Release tags, SemVer precedence and selectors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from registry.errors import InvalidRequest, ReleaseNotFound
+from registry.releases import (
+    ExactSelector,
+    LatestSelector,
+    ReleaseIndex,
+    parse_selector,
+    parse_version,
+    release_for_tag,
+)
+
+identifiers = st.one_of(
+    st.integers(min_value=0, max_value=999).map(str),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=6).filter(lambda s: not s.isdigit()),
+)
+versions = st.builds(
+    lambda major, minor, patch, pre: f"{major}.{minor}.{patch}" + (f"-{'.'.join(pre)}" if pre else ""),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.lists(identifiers, max_size=3),
+)
+
+
+def _index(*tags: str) -> ReleaseIndex:
+    releases = [release_for_tag(tag, f"{i:040x}") for i, tag in enumerate(tags)]
+    return ReleaseIndex.from_releases(r for r in releases if r is not None)
+
+
+@pytest.mark.parametrize("tag", ["v1.2.0", "1.3.0-rc.1", "0.0.1", "v10.20.30+build.1", "1.0.0-alpha.beta.1"])
+def test_semver_tags_are_versions(tag: str) -> None:
+    assert parse_version(tag) is not None
+
+
+@pytest.mark.parametrize(
+    "tag", ["v1.2", "1", "V1.2.0", "vv1.2.0", "v1.2.0.0", "01.2.0", "1.2.0-", "1.2.0-01", "１.2.0", "1.2.0\n", "x" * 200]
+)
+def test_other_tags_are_not_versions(tag: str) -> None:
+    assert parse_version(tag) is None
+
+
+@given(st.lists(versions, min_size=1, max_size=12, unique=True))
+def test_index_is_sorted_by_precedence_and_latest_is_the_highest_stable(tags: list[str]) -> None:
+    index = _index(*tags)
+    ordered = [parse_version(r.tag) for r in index.releases]
+    assert all(a >= b for a, b in zip(ordered, ordered[1:]))
+    stable = [v for v in ordered if v is not None and not v.prerelease]
+    if stable:
+        assert index.latest is not None and parse_version(index.latest.tag) == max(stable)
+    else:
+        assert index.latest is None
+
+
+@given(versions)
+def test_a_prerelease_sorts_below_its_release(version: str) -> None:
+    base = version.split("-")[0]
+    if "-" in version:
+        assert parse_version(version) < parse_version(base)  # type: ignore[operator]
+
+
+def test_exact_selector_finds_the_tag_with_or_without_v() -> None:
+    index = _index("v1.2.0", "1.3.0")
+    assert index.resolve(parse_selector("1.2.0")).tag == "v1.2.0"
+    assert index.resolve(parse_selector("v1.3.0")).tag == "1.3.0"
+    assert index.resolve(parse_selector("v1.2.0")).tag == "v1.2.0"
+
+
+def test_exact_tag_name_wins_over_the_other_spelling() -> None:
+    index = _index("v1.2.0", "1.2.0")
+    assert index.resolve(parse_selector("1.2.0")).tag == "1.2.0"
+    assert index.resolve(parse_selector("v1.2.0")).tag == "v1.2.0"
+
+
+def test_latest_skips_prereleases_and_prereleases_are_found_exactly() -> None:
+    index = _index("v1.0.0", "v2.0.0-rc.1")
+    assert index.resolve(LatestSelector()).tag == "v1.0.0"
+    assert index.resolve(parse_selector("2.0.0-rc.1")).tag == "v2.0.0-rc.1"
+
+
+def test_no_release_and_unknown_release_are_not_found_with_the_available_ones() -> None:
+    with pytest.raises(ReleaseNotFound):
+        _index().resolve(LatestSelector())
+    with pytest.raises(ReleaseNotFound) as caught:
+        _index("v1.0.0").resolve(parse_selector("v3.0.0"))
+    assert caught.value.extensions["available"] == ["v1.0.0"]
+
+
+def test_none_and_latest_select_latest() -> None:
+    assert isinstance(parse_selector(None), LatestSelector)
+    assert isinstance(parse_selector("latest"), LatestSelector)
+    assert parse_selector("worktree") == ExactSelector("worktree", None)
+
+
+@pytest.mark.parametrize("text", ["HEAD", "main", "--upload-pack=x", "a" * 40, "^1.2.0", "", "v1.2.0 "])
+def test_anything_else_is_an_invalid_request(text: str) -> None:
+    with pytest.raises(InvalidRequest):
+        parse_selector(text)
