@@ -16,7 +16,6 @@ import os
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 
 import git
 from cachetools import LRUCache
@@ -66,6 +65,9 @@ class GitStore:
             self._repo = git.Repo(path, odbt=git.GitCmdObjectDB)
         except (git.NoSuchPathError, git.InvalidGitRepositoryError) as exc:
             raise StoreError(f"{path} is not a git repository") from exc
+        common = self._repo.common_dir
+        self._packed_refs = os.path.join(common, "packed-refs")
+        self._tag_refs = os.path.join(common, "refs", "tags")
         self._lock = threading.Lock()
         self._refs_fingerprint: tuple[object, ...] | None = None
         self._index = ReleaseIndex(())
@@ -82,7 +84,7 @@ class GitStore:
 
         Listing tags reads every ref, so it is redone only when the ref files
         changed (a stat of ``packed-refs`` and ``refs/tags``), which keeps the
-        per-request cost to a few ``stat`` calls.
+        per-request cost to two system calls.
         """
         fingerprint = self._fingerprint()
         if fingerprint != self._refs_fingerprint:
@@ -107,20 +109,24 @@ class GitStore:
             return tree
 
     def _fingerprint(self) -> tuple[object, ...]:
-        common = Path(self._repo.common_dir)
+        """Changes whenever a release tag is added, moved or deleted.
+
+        git rewrites a ref file or ``packed-refs`` by renaming a new file over
+        it, so inode numbers reveal every change: one ``stat`` and one
+        ``scandir`` (whose inode numbers cost no extra call). Release tags
+        cannot contain ``/``, so nested tag directories need no look.
+        """
         marks: list[object] = []
-        packed = common / "packed-refs"
         try:
-            st = packed.stat()
-            marks.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            st = os.stat(self._packed_refs)
+            marks.append((st.st_ino, st.st_mtime_ns, st.st_size))
         except FileNotFoundError:
             marks.append(None)
-        for directory, _, files in os.walk(common / "refs" / "tags"):
-            st = os.stat(directory)
-            marks.append((directory, st.st_mtime_ns))
-            for name in files:
-                st = os.stat(os.path.join(directory, name))
-                marks.append((name, st.st_mtime_ns, st.st_size, st.st_ino))
+        try:
+            with os.scandir(self._tag_refs) as entries:
+                marks.extend(sorted((entry.name, entry.inode()) for entry in entries))
+        except FileNotFoundError:
+            pass
         return tuple(marks)
 
     def _list_releases(self) -> ReleaseIndex:

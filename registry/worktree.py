@@ -87,37 +87,44 @@ class WorktreeStore:
             raise StoreError("the working tree changed during the request; try again")
         return tree
 
-    def _files(self) -> list[tuple[str, Path]]:
-        top = self._base / self.root if self.root else self._base
-        found: list[tuple[str, Path]] = []
-        if not top.is_dir():
-            return found
-        for directory, subdirs, files in os.walk(top, followlinks=False):
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
-            for name in sorted(files):
-                path = Path(directory, name)
-                if name.startswith(".") or path.is_symlink() or not path.is_file():
+    def _files(self) -> list[tuple[str, str, os.stat_result]]:
+        """(relative path, absolute path, stat) of every regular file, sorted.
+
+        ``os.scandir`` rather than ``pathlib``: this runs on every request,
+        and costs one ``stat`` per file this way.
+        """
+        top = os.path.join(self._base, self.root) if self.root else str(self._base)
+        found: list[tuple[str, str, os.stat_result]] = []
+        pending = [("", top)]
+        while pending:
+            prefix, directory = pending.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or entry.is_symlink():
                     continue
-                found.append((path.relative_to(top).as_posix(), path))
+                relative = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((relative + "/", entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    try:
+                        found.append((relative, entry.path, entry.stat(follow_symlinks=False)))
+                    except OSError:
+                        continue
+        found.sort()
         return found
 
     def _scan_stamp(self) -> tuple[object, ...]:
-        marks: list[object] = []
-        for relative, path in self._files():
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            marks.append((relative, st.st_mtime_ns, st.st_size, st.st_ino))
-        return tuple(marks)
+        return tuple((relative, st.st_mtime_ns, st.st_size, st.st_ino) for relative, _, st in self._files())
 
     def _snapshot(self) -> WorktreeTree:
         digest = hashlib.sha256()
         files: dict[str, bytes | int] = {}
-        for relative, path in self._files():
+        for relative, path, st in self._files():
             try:
-                size = path.stat().st_size
-                content: bytes | int = size if size > _MAX_KEPT_BYTES else path.read_bytes()
+                content: bytes | int = st.st_size if st.st_size > _MAX_KEPT_BYTES else Path(path).read_bytes()
             except OSError:
                 continue
             files[relative] = content

@@ -439,3 +439,25 @@ def test_unknown_route_and_wrong_method_are_problems(client: FlaskClient) -> Non
     response = client.delete("/v1/releases")
     _problem(response, 405, "method-not-allowed")
     assert "GET" in response.headers["Allow"]
+
+
+def test_concurrent_requests_for_different_releases_never_mix_answers(app, released_repo: LibraryRepo) -> None:  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    commits = {tag: released_repo.git("rev-parse", f"{tag}^{{commit}}") for tag in ("v1.0.0", "v1.1.0", "v2.0.0-rc.1")}
+    wording = {"v1.0.0": "You are helpful.", "v1.1.0": "You are helpful.", "v2.0.0-rc.1": "You are very helpful."}
+
+    def fetch(index: int) -> bool:
+        client = app.test_client()
+        tag = list(commits)[index % 3]
+        response = client.get(f"/v1/agents/chat/minimal?release={tag}")
+        body = response.get_json()
+        return (
+            body["release"] == {"tag": tag, "commit": commits[tag]}
+            and response.headers["X-Registry-Commit"] == commits[tag]
+            and body["definition"]["prompt_templates"]["system"] == wording[tag]
+            and response.headers["ETag"] == f'"{body["digest"]}"'
+        )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(fetch, range(120)))
