@@ -461,3 +461,13 @@ def test_concurrent_requests_for_different_releases_never_mix_answers(app, relea
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         assert all(pool.map(fetch, range(120)))
+
+
+def test_every_error_class_has_a_described_and_documented_problem_type() -> None:
+    from registry.errors import ERRORS_BY_SLUG
+    from registry.problems import PROBLEM_DESCRIPTIONS
+
+    documented = set(openapi_document()["components"]["schemas"]["Problem"]["properties"]["type"]["enum"])
+    for slug in ERRORS_BY_SLUG:
+        assert slug in PROBLEM_DESCRIPTIONS
+        assert f"/problems/{slug}" in documented
