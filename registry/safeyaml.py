@@ -46,6 +46,19 @@ class _DefinitionLoader(_BaseLoader):  # type: ignore[misc, valid-type]
 _DefinitionLoader.add_constructor(_TAG + "timestamp", yaml.SafeLoader.construct_yaml_str)
 
 
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """YAML's int, with a located error for literals Python refuses to convert."""
+    try:
+        return int(yaml.SafeLoader.construct_yaml_int(loader, node))
+    except ValueError as exc:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"integer {node.value[:20]}... is too long", node.start_mark
+        ) from exc
+
+
+_DefinitionLoader.add_constructor(_TAG + "int", _construct_int)
+
+
 @dataclass(frozen=True)
 class Position:
     """Where a value starts in the file (1-based).
@@ -126,24 +139,31 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         raise YamlError([_issue(f"YAML syntax error: {problem}", mark)]) from exc
+    except yaml.reader.ReaderError as exc:
+        line, column = _line_and_column(text, exc.position)
+        raise YamlError(
+            [Issue(message=f"character {exc.character!r} is not allowed in YAML: {exc.reason}", line=line, column=column)]
+        ) from exc
     except yaml.YAMLError as exc:
-        raise YamlError([_issue(f"YAML error: {exc}")]) from exc
+        raise YamlError([_issue(f"YAML error: {str(exc).splitlines()[0]}")]) from exc
     if root is None:
         raise YamlError([_issue("file is empty; a definition is a YAML mapping")])
 
     issues: list[Issue] = []
     values: dict[JsonPath, Position] = {}
     keys: dict[JsonPath, Position] = {}
-    _measure(root, limits.max_nodes)
+    _measure(root, limits)
     _inspect(root, (), values, keys, issues, set())
     if issues:
         raise YamlError(issues)
     try:
         value = _DefinitionLoader("").construct_document(root)
+    except yaml.MarkedYAMLError as exc:
+        problem = exc.problem or exc.context or "invalid value"
+        raise YamlError([_issue(f"YAML value cannot be read: {problem}", exc.problem_mark or exc.context_mark)]) from exc
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-        # int() of a 5,000-digit literal, an unhashable merge: the constructor's
-        # own failures, which only hostile files reach.
-        raise YamlError([_issue(f"YAML value cannot be read: {exc}")]) from exc
+        # The constructor's own failures, which only hostile files reach.
+        raise YamlError([_issue(f"YAML value cannot be read: {str(exc).splitlines()[0]}")]) from exc
     _check_finite(value, (), issues, values)
     if issues:
         raise YamlError(issues)
@@ -166,32 +186,48 @@ def _check_event_stream(text: str, limits: YamlLimits) -> None:
             depth -= 1
 
 
-def _measure(root: yaml.Node, max_nodes: int) -> None:
-    """Bound the size of the document with every alias expanded."""
-    sizes: dict[int, int] = {}
+def _measure(root: yaml.Node, limits: YamlLimits) -> None:
+    """Bound the size and depth of the document with every alias expanded.
+
+    Sizes and depths are memoised per node, so a chain of aliases that would
+    expand exponentially is measured in linear time.
+    """
+    measured: dict[int, tuple[int, int]] = {}
     open_nodes: set[int] = set()
 
-    def size(node: yaml.Node) -> int:
+    def measure(node: yaml.Node) -> tuple[int, int]:
         key = id(node)
-        if key in sizes:
-            return sizes[key]
+        if key in measured:
+            return measured[key]
         if key in open_nodes:
             raise YamlError([_issue("an alias refers to a node that contains it (recursive alias)", node.start_mark)])
         open_nodes.add(key)
-        total = 1
+        children: list[yaml.Node] = []
         if isinstance(node, yaml.SequenceNode):
-            total += sum(size(child) for child in node.value)
+            children = list(node.value)
         elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k) + size(v) for k, v in node.value)
-        if total > max_nodes:
+            children = [n for pair in node.value for n in pair]
+        results = [measure(child) for child in children]
+        size = 1 + sum(r[0] for r in results)
+        depth = 1 + max((r[1] for r in results), default=0) if children else 0
+        if size > limits.max_nodes:
             raise YamlError(
-                [_issue(f"document expands to more than {max_nodes} values (aliases included)", node.start_mark)]
+                [_issue(f"document expands to more than {limits.max_nodes} values (aliases included)", node.start_mark)]
+            )
+        if depth > limits.max_depth:
+            raise YamlError(
+                [_issue(f"nesting is deeper than {limits.max_depth} levels (aliases included)", node.start_mark)]
             )
         open_nodes.discard(key)
-        sizes[key] = total
-        return total
+        measured[key] = (size, depth)
+        return size, depth
 
-    size(root)
+    measure(root)
+
+
+def _line_and_column(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _inspect(
