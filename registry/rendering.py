@@ -40,6 +40,7 @@ from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 from jinja2.loaders import BaseLoader
+from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
@@ -192,8 +193,7 @@ class _GuardedCodeGenerator(CodeGenerator):
         super().visit_Template(node, frame)
 
 
-@pass_context
-def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
+def _counted(iterable: Iterable[Any]) -> Iterable[Any]:
     budget = _active_budget()
     for item in iterable:
         budget.spend_iteration()
@@ -201,9 +201,17 @@ def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
 
 
 @pass_context
+def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
+    return _counted(iterable)
+
+
+@pass_context
 def _measure_output(context: Any, value: Any) -> str:
+    budget = _active_budget()
+    if not isinstance(value, str):
+        _check_chars(_approx_size(value, budget.limits.max_value_chars), budget.limits, "printing a value")
     text = str(value)
-    _active_budget().spend_chars(len(text))
+    budget.spend_chars(len(text))
     return text
 
 
@@ -215,14 +223,35 @@ def _count_static(context: Any, size: int) -> str:
 
 @pass_context
 def _guarded_concat(context: Any, parts: Sequence[Any]) -> str:
-    texts = [str(p) for p in parts]
-    _check_chars(sum(map(len, texts)), _active_budget().limits, "the ~ operator")
-    return "".join(texts)
+    limits = _active_budget().limits
+    _check_chars(sum(_approx_size(p, limits.max_value_chars) for p in parts), limits, "the ~ operator")
+    return "".join(str(p) for p in parts)
+
+
+def _approx_size(value: Any, limit: int) -> int:
+    """About how many characters ``value`` prints as, counting shared parts
+    every time they appear; stops counting once past ``limit``."""
+    total = 0
+    pending = [value]
+    while pending and total <= limit:
+        item = pending.pop()
+        if isinstance(item, (str, bytes)):
+            total += len(item) + 2
+        elif isinstance(item, dict):
+            total += 2 + 4 * len(item)
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            total += 2 + 2 * len(item)
+            pending.extend(item)
+        else:
+            total += 8
+    return total
 
 
 def _check_chars(size: int, limits: RenderLimits, what: str) -> None:
     if size > limits.max_value_chars:
-        raise SecurityError(f"{what} would produce {size} items; the limit is {limits.max_value_chars}")
+        raise SecurityError(f"{what} would produce about {size} characters; the limit is {limits.max_value_chars}")
 
 
 def _check_result(value: Any, limits: RenderLimits, what: str) -> Any:
@@ -237,30 +266,61 @@ def _int_arg(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _estimate(kind: str, value: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
-    """Size of what a memory-multiplying filter or str method would produce."""
-    first = args[0] if args else None
+class _Arguments:
+    """Positional-or-keyword access to the arguments of a filter or method."""
+
+    def __init__(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def get(self, index: int, name: str, default: Any) -> Any:
+        return self.args[index] if len(self.args) > index else self.kwargs.get(name, default)
+
+
+def _estimate(kind: str, value: Any, arguments: _Arguments, limit: int) -> int:
+    """About how many characters a memory-multiplying filter or str method
+    would produce, computed before it runs."""
+    text = value if isinstance(value, str) else ""
+    size = len(text) if isinstance(value, str) else _approx_size(value, limit)
     if kind in ("center", "ljust", "rjust", "zfill"):
-        return max(_int_arg(first if first is not None else kwargs.get("width", 80)), len(str(value)))
+        return max(_int_arg(arguments.get(0, "width", 80)), size)
     if kind == "indent":
-        width = first if first is not None else kwargs.get("width", 4)
+        width = arguments.get(0, "width", 4)
         prefix = len(width) if isinstance(width, str) else _int_arg(width)
-        return len(str(value)) + prefix * (str(value).count("\n") + 1)
+        return size + prefix * (text.count("\n") + 1)
     if kind == "expandtabs":
-        return len(str(value)) + str(value).count("\t") * _int_arg(first if first is not None else 8)
+        return size + text.count("\t") * _int_arg(arguments.get(0, "tabsize", 8))
     if kind == "replace":
-        old = str(first if first is not None else kwargs.get("old", ""))
-        new = str(args[1] if len(args) > 1 else kwargs.get("new", ""))
-        return len(str(value)) + (str(value).count(old) if old else len(str(value)) + 1) * len(new)
+        old, new = str(arguments.get(0, "old", "")), str(arguments.get(1, "new", ""))
+        return size + (text.count(old) if old else size + 1) * len(new)
+    if kind == "wordwrap":
+        width = max(_int_arg(arguments.get(0, "width", 79)), 1)
+        wrap = arguments.get(2, "wrapstring", None)
+        return size + len(str(wrap) if wrap is not None else "\n") * (size // width + 1)
+    if kind == "tojson":
+        return size * (_int_arg(arguments.get(0, "indent", 0)) + 1)
+    if kind == "translate":
+        table = arguments.get(0, "table", {})
+        longest = max((len(v) for v in table.values() if isinstance(v, str)), default=1) if isinstance(table, dict) else 1
+        return size * max(longest, 1)
     if kind in ("batch", "slice"):
-        return _int_arg(first)
+        return size + _int_arg(arguments.get(0, "linecount", 0))
     if kind == "lipsum":
-        return _int_arg(value) * 100 * 20
-    return 0
+        paragraphs = _int_arg(arguments.get(0, "n", 5))
+        words = max(_int_arg(arguments.get(2, "min", 20)), _int_arg(arguments.get(3, "max", 100)))
+        return paragraphs * words * 12
+    return size
 
 
-_SIZED_FILTERS = ("center", "indent", "replace", "batch", "slice")
-_SIZED_STR_METHODS = ("center", "ljust", "rjust", "zfill", "expandtabs", "replace")
+_SIZED_FILTERS = frozenset({"center", "indent", "replace", "batch", "slice", "wordwrap", "tojson"})
+_SIZED_STR_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "translate"})
+
+
+def _joined(value: Any, separator: Any, limits: RenderLimits, what: str) -> list[Any]:
+    """The items of a join, materialised and measured before joining."""
+    items = list(value) if value is not None else []
+    size = sum(_approx_size(item, limits.max_value_chars) for item in items) + len(str(separator)) * len(items)
+    _check_chars(size, limits, what)
+    return items
 
 
 def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -273,16 +333,17 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
         # Filters marked pass_context/pass_environment get that first.
         offset = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
         value = args[offset] if len(args) > offset else None
-        rest = args[offset + 1 :]
+        rest = _Arguments(args[offset + 1 :], kwargs)
         if name in _SIZED_FILTERS:
-            _check_chars(_estimate(name, value, rest, kwargs), limits, f"the {name} filter")
+            _check_chars(_estimate(name, value, rest, limits.max_value_chars), limits, f"the {name} filter")
         elif name == "join":
-            items = list(value) if value is not None else []
-            sep = str(rest[0]) if rest else str(kwargs.get("d", ""))
-            _check_chars(len(sep) * len(items), limits, "the join filter")
-            args = (*args[:offset], items, *rest)
+            items = _joined(value, rest.get(0, "d", ""), limits, "the join filter")
+            args = (*args[:offset], items, *args[offset + 1 :])
         elif name == "format" and isinstance(value, str):
-            _check_format(value, [*rest, *kwargs.values()], limits)
+            _check_format(value, [*args[offset + 1 :], *kwargs.values()], limits)
+        elif name == "sum" and not isinstance(rest.get(1, "start", 0), (int, float)):
+            # Adding lists or strings with sum is quadratic; join does it in linear time.
+            raise SecurityError("the sum filter adds numbers only; use join for text and lists")
         return _check_result(func(*args, **kwargs), limits, f"the {name} filter")
 
     return guarded
@@ -311,9 +372,9 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         limits = _active_budget().limits
         if operator == "*":
-            count, seq = (right, left) if isinstance(right, int) else (left, right)
-            if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
-                _check_chars(len(seq) * count, limits, "the * operator")
+            count, repeated = (right, left) if isinstance(right, int) else (left, right)
+            if isinstance(repeated, (str, list, tuple)) and isinstance(count, int):
+                _check_chars(_approx_size(repeated, limits.max_value_chars) * count, limits, "the * operator")
             elif isinstance(left, int) and isinstance(right, int):
                 _check_bits(left.bit_length() + right.bit_length())
         elif operator == "**":
@@ -324,41 +385,49 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                 _check_format(left, right if isinstance(right, tuple) else (right,), limits)
         elif operator == "+":
             if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
-                _check_chars(len(left) + len(right), limits, "the + operator")
+                size = _approx_size(left, limits.max_value_chars) + _approx_size(right, limits.max_value_chars)
+                _check_chars(size, limits, "the + operator")
         result = super().call_binop(context, operator, left, right)
         return _check_result(result, limits, f"the {operator} operator")
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         budget = _active_budget()
         budget.spend_iteration()
+        limits = budget.limits
         # The sandbox hands out str.format wrapped; look through the wrapper.
         target = getattr(__obj, "__wrapped__", __obj)
         owner = getattr(target, "__self__", None)
         method = getattr(target, "__name__", "")
-        if isinstance(owner, str):
+        if isinstance(__obj, LoopContext) and args:
+            # loop(children) in a recursive for: its items count like any loop's.
+            args = (_counted(args[0]), *args[1:])
+        elif isinstance(owner, str):
             if method in _SIZED_STR_METHODS:
-                _check_chars(_estimate(method, owner, args, kwargs), budget.limits, f"str.{method}")
+                _check_chars(_estimate(method, owner, _Arguments(args, kwargs), limits.max_value_chars), limits,
+                             f"str.{method}")
             elif method == "join":
-                items = list(args[0]) if args else []
-                _check_chars(len(owner) * len(items), budget.limits, "str.join")
-                args = (items,)
+                args = (_joined(args[0] if args else (), owner, limits, "str.join"),)
             elif method in ("format", "format_map"):
-                _check_format(owner, [*args, *kwargs.values()], budget.limits)
+                _check_format(owner, [*args, *kwargs.values()], limits)
         elif method == "generate_lorem_ipsum":
-            _check_chars(_estimate("lipsum", args[0] if args else 5, (), {}), budget.limits, "lipsum")
+            _check_chars(_estimate("lipsum", None, _Arguments(args, kwargs), limits.max_value_chars), limits, "lipsum")
         result = super().call(__context, __obj, *args, **kwargs)
-        return _check_result(result, budget.limits, f"calling {method or 'a function'}")
+        return _check_result(result, limits, f"calling {method or 'a function'}")
 
 
 def _check_format(template: str, arguments: Sequence[Any], limits: RenderLimits) -> None:
-    """Refuse %-style and str.format templates whose widths would need huge memory."""
+    """Refuse %-style and str.format templates that would need huge memory:
+    wide literal widths, widths taken from arguments, and many references to
+    large arguments."""
     if _WIDE_FORMAT.search(template):
         raise SecurityError("format widths of a million or more are not allowed")
-    takes_width = "*" in template or _NESTED_FORMAT_FIELD.search(template)
-    if takes_width and any(
-        abs(_int_arg(v)) > limits.max_value_chars for v in arguments
-    ):
+    if _NESTED_FORMAT_FIELD.search(template):
+        raise SecurityError("format specifications taken from arguments are not allowed")
+    if "*" in template and any(abs(_int_arg(v)) > limits.max_value_chars for v in arguments):
         raise SecurityError("a format width taken from an argument must stay under the render limit")
+    references = template.count("{") + template.count("%") + 1
+    size = len(template) + references * sum(_approx_size(a, limits.max_value_chars) for a in arguments)
+    _check_chars(size, limits, "formatting")
 
 
 def _check_bits(bits: int) -> None:
