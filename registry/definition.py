@@ -83,9 +83,12 @@ class CompiledAgent:
             )
         variables = dict(inputs)
         if self.inputs_validator is not None:
-            issues = [_input_issue(e) for e in self.inputs_validator.iter_errors(inputs)]
+            found: dict[tuple[str, str], Issue] = {}
+            for error in self.inputs_validator.iter_errors(inputs):
+                for issue in _input_issues(error):
+                    found.setdefault((issue.path, issue.message), issue)
+            issues = sorted(found.values(), key=lambda i: i.path)
             if issues:
-                issues.sort(key=lambda i: i.path)
                 raise InvalidInputs(f"{len(issues)} problem(s) with the inputs", issues)
             properties = self.definition["inputs"].get("properties", {})
             for key, schema in properties.items():
@@ -189,9 +192,11 @@ def _locator(file: str | None, document: YamlDocument | None) -> Locate:
         line = column = None
         if position is not None:
             line, column = position.line, position.column
-            if template_line is not None:
-                # A block scalar's content starts on the line after "|".
-                line = position.line + (1 if position.block else 0) + template_line - 1
+            if template_line is not None and position.block:
+                # A block scalar's content starts on the line after "|", one
+                # template line per file line. Quoted and plain scalars fold
+                # and escape their lines, so they keep the scalar's own line.
+                line = position.line + template_line
                 column = None
         return Issue(message=message, path=json_pointer(path), file=file, line=line, column=column, hint=hint)
 
@@ -199,11 +204,13 @@ def _locator(file: str | None, document: YamlDocument | None) -> Locate:
 
 
 def _schema_issues(definition: dict[str, Any], locate: Locate) -> list[Issue]:
-    issues = []
+    issues: dict[tuple[str, str], Issue] = {}
     for error in _definition_validator().iter_errors(definition):
-        issues.extend(_schema_error_issues(error, locate))
-    issues.sort(key=lambda i: (i.line or 0, i.path))
-    return issues
+        # jsonschema reports "required" once per missing key; each of those
+        # errors names them all, so the same issue can come more than once.
+        for issue in _schema_error_issues(error, locate):
+            issues.setdefault((issue.path, issue.message), issue)
+    return sorted(issues.values(), key=lambda i: (i.line or 0, i.path))
 
 
 def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
@@ -307,22 +314,24 @@ def _inputs_validator(
     return Draft202012Validator(inputs), issues
 
 
-def _input_issue(error: ValidationError) -> Issue:
-    path = tuple(error.absolute_path)
+def _input_issues(error: ValidationError) -> list[Issue]:
+    path = tuple(_short(p) if isinstance(p, str) else p for p in error.absolute_path)
     if error.validator == "required" and isinstance(error.instance, dict):
-        missing = [name for name in error.validator_value if name not in error.instance]
-        name = missing[0] if missing else ""
-        return Issue(message=f"missing required input {_short(name)!r}", path=json_pointer(path + (name,)))
+        return [
+            Issue(message=f"missing required input {_short(name)!r}", path=json_pointer(path + (name,)))
+            for name in error.validator_value
+            if name not in error.instance
+        ]
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         allowed = set(schema.get("properties", {}))
-        extras = [k for k in error.instance if k not in allowed]
-        name = extras[0] if extras else ""
-        return Issue(
-            message=f"unexpected input {_short(name)!r}" + (f" ({len(extras)} in all)" if len(extras) > 1 else ""),
-            path=json_pointer(path + (name,)),
-        )
-    return Issue(message=_short(error.message, _MAX_MESSAGE), path=json_pointer(path))
+        patterns = list(schema.get("patternProperties", {}))
+        return [
+            Issue(message=f"unexpected input {_short(name)!r}", path=json_pointer(path + (_short(name),)))
+            for name in error.instance
+            if name not in allowed and not _matches_any(name, patterns)
+        ]
+    return [Issue(message=_short(error.message, _MAX_MESSAGE), path=json_pointer(path))]
 
 
 def _short(text: Any, limit: int = 80) -> str:
