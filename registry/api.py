@@ -11,10 +11,9 @@ import math
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from werkzeug.exceptions import MethodNotAllowed
 from werkzeug.routing import PathConverter
 
-from registry.errors import InvalidRequest, NotFound
+from registry.errors import InvalidRequest, NotFound, PayloadTooLarge
 from registry.models import Release
 from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
 from registry.service import RegistryService
@@ -22,10 +21,12 @@ from registry.service import RegistryService
 bp = Blueprint("api", __name__)
 
 
-class AnyPathConverter(PathConverter):
-    """Like ``path``, but also matches paths with empty segments (``a//b``)."""
+class MalformedAgentPathConverter(PathConverter):
+    """Any path under /v1/agents/ that is not ``<usecase>/<name>`` or
+    ``<usecase>/<name>/render``: those belong to the real routes, which then
+    answer wrong methods with an exact ``Allow``."""
 
-    regex = ".*?"
+    regex = r"(?![^/]+/[^/]+(?:/render)?\Z).*?"
     part_isolating = False  # it spans "/"; Werkzeug guesses from the regex otherwise
 
 SERVICE_KEY = "prompt_registry.service"
@@ -103,11 +104,8 @@ def render_agent(usecase: str, name: str) -> Response:
     return _with_provenance(jsonify(body), answer.release)
 
 
-@bp.route("/v1/agents/<anypath:rest>", methods=["GET", "POST"])
+@bp.route("/v1/agents/<malformed_agent_path:rest>", methods=["GET", "POST"])
 def malformed_agent_path(rest: str) -> Response:
-    parts = rest.split("/")
-    if len(parts) == 3 and parts[2] == "render":
-        raise MethodNotAllowed(valid_methods=["POST"])
     raise InvalidRequest(
         "agent paths are /v1/agents/<usecase>/<name> and /v1/agents/<usecase>/<name>/render;"
         " usecase and name may not contain '/'"
@@ -132,8 +130,31 @@ def problem_type(slug: str) -> Response:
     return jsonify({"type": PROBLEM_TYPE_PREFIX + slug, "description": description})
 
 
+def _request_body() -> bytes:
+    """The body, refusing more than the configured maximum.
+
+    Werkzeug refuses a too-large ``Content-Length`` itself, but it silently
+    truncates a chunked body at the limit, so a chunked body is read from the
+    server's (de-chunked) input here with one byte to spare.
+    """
+    if request.content_length is not None or not request.environ.get("wsgi.input_terminated"):
+        return request.get_data(cache=False)
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    source = request.environ["wsgi.input"]
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = source.read(min(65536, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise PayloadTooLarge(f"the request body is larger than {limit} bytes")
+    return b"".join(chunks)
+
+
 def _render_inputs() -> Any:
-    data = request.get_data(cache=False)
+    data = _request_body()
     if not data.strip():
         return {}
     try:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from flask import Flask
 
-from registry.api import OPENAPI_KEY, SERVICE_KEY, AnyPathConverter, bp
+from registry.api import OPENAPI_KEY, SERVICE_KEY, MalformedAgentPathConverter, bp
 from registry.gitstore import GitStore
 from registry.problems import register_error_handlers
 from registry.rendering import RenderLimits
@@ -53,7 +53,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     # Werkzeug would answer "//" with an HTML redirect; every answer here is JSON.
     app.url_map.merge_slashes = False
-    app.url_map.converters["anypath"] = AnyPathConverter
+    app.url_map.converters["malformed_agent_path"] = MalformedAgentPathConverter
     app.json.sort_keys = False  # type: ignore[attr-defined]  # definitions keep their key order
     app.json.ensure_ascii = False  # type: ignore[attr-defined]
     app.extensions[SERVICE_KEY] = build_service(settings)

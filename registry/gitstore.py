@@ -140,13 +140,27 @@ class GitStore:
                 continue
             try:
                 commit = tag.commit.hexsha
-            except (ValueError, git.GitError, OSError):
+            except ValueError:
+                # GitPython says ValueError both for a tag on a tree or blob
+                # (skip the tag) and for an object git cannot read (the
+                # repository is broken or unreadable: say so, rather than
+                # serve "no releases").
+                self._require_readable(tag)
                 log.warning("tag %s does not point to a commit; ignored", tag.name)
                 continue
+            except (git.GitError, OSError) as exc:
+                raise StoreError("cannot read the repository's objects") from exc
             release = release_for_tag(tag.name, commit)
             if release is not None:
                 releases.append(release)
         return ReleaseIndex.from_releases(releases)
+
+    def _require_readable(self, tag: git.TagReference) -> None:
+        try:
+            target = git.SymbolicReference.dereference_recursive(self._repo, tag.path)
+            self._repo.odb.info(hex_to_bin(target))
+        except (ValueError, git.GitError, OSError) as exc:
+            raise StoreError("cannot read the repository's objects") from exc
 
     def _list_root(self, commit: git.Commit) -> tuple[dict[str, _Entry], str]:
         try:

@@ -183,7 +183,7 @@ def test_openapi_document_lists_every_route(app) -> None:  # type: ignore[no-unt
     document = app.test_client().get("/openapi.json").get_json()
     assert document["openapi"].startswith("3.1")
     routes = {
-        rule.rule.replace("<", "{").replace(">", "}").replace("{anypath:rest}", "")
+        rule.rule.replace("<", "{").replace(">", "}").replace("{malformed_agent_path:rest}", "")
         for rule in app.url_map.iter_rules()
         if rule.endpoint != "static"
     }
@@ -471,3 +471,33 @@ def test_every_error_class_has_a_described_and_documented_problem_type() -> None
     for slug in ERRORS_BY_SLUG:
         assert slug in PROBLEM_DESCRIPTIONS
         assert f"/problems/{slug}" in documented
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "allowed"),
+    [
+        ("POST", "/v1/agents/chat/minimal", {"GET", "HEAD", "OPTIONS"}),
+        ("DELETE", "/v1/agents/chat/minimal", {"GET", "HEAD", "OPTIONS"}),
+        ("GET", "/v1/agents/chat/minimal/render", {"POST", "OPTIONS"}),
+        ("PUT", "/v1/agents/chat/minimal/render", {"POST", "OPTIONS"}),
+    ],
+)
+def test_wrong_methods_on_agent_routes_name_exactly_the_allowed_ones(
+    client: FlaskClient, method: str, url: str, allowed: set[str]
+) -> None:
+    response = client.open(url, method=method)
+    _problem(response, 405, "method-not-allowed")
+    assert {m.strip() for m in response.headers["Allow"].split(",")} == allowed
+
+
+def test_an_unreadable_repository_is_store_unavailable_not_an_empty_list(released_repo: LibraryRepo) -> None:
+    import shutil
+
+    client = make_app(Settings(repo=str(released_repo.path))).test_client()
+    assert client.get("/v1/releases").status_code == 200
+    head = released_repo.git("rev-parse", "HEAD")
+    # Objects gone (a broken clone, a lost volume) while refs still name commits.
+    shutil.rmtree(released_repo.path / ".git" / "objects")
+    (released_repo.path / ".git" / "objects").mkdir()
+    (released_repo.path / ".git" / "refs" / "tags" / "v3.0.0").write_text(head + "\n")
+    _problem(client.get("/v1/releases"), 503, "store-unavailable")

@@ -132,3 +132,32 @@ def test_bad_configuration_fails_clearly() -> None:
     )
     assert result.returncode == 2
     assert "REGISTRY_PORT" in result.stderr
+
+
+def test_a_chunked_body_over_the_limit_is_refused_not_truncated(released_repo: LibraryRepo) -> None:
+    import http.client
+
+    environment = {**_clean_environment(), "REGISTRY_MAX_REQUEST_BYTES": "1000"}
+    with _serving("--repo", str(released_repo.path), env=environment) as base:
+        host, port = base.removeprefix("http://").split(":")
+
+        def post_chunked(body: bytes) -> tuple[int, dict[str, Any]]:
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            try:
+                connection.request(
+                    "POST",
+                    "/v1/agents/chat/minimal/render?release=v1.0.0",
+                    body=iter([body[:500], body[500:]]),
+                    headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+                    encode_chunked=True,
+                )
+                response = connection.getresponse()
+                return response.status, json.loads(response.read())
+            finally:
+                connection.close()
+
+        valid = b'{"inputs": {"question": "Why?"}}'
+        status, problem = post_chunked(valid + b" " * 5000)
+        assert status == 413 and problem["type"] == "/problems/payload-too-large"
+        status, answer = post_chunked(valid + b" " * 600)
+        assert status == 200 and answer["messages"][1]["content"] == "Question: Why?"
