@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
 import jinja2
 import jinja2.sandbox
@@ -33,6 +34,10 @@ CASES = {
     ("chat", "minimal"): {"tools": TOOLS},
     ("explain_code", "snippet"): {"language": "python", "code": "def add(a, b):\n    return a + b\n" * 20},
 }
+
+
+def render_all(templates: list[jinja2.Template], variables: dict[str, object]) -> list[str]:
+    return [template.render(variables) for template in templates]
 
 
 def per_call(function: Callable[[], object], *, seconds: float = 1.0) -> float:
@@ -87,9 +92,9 @@ def compare(settings: Settings) -> None:
         plain = [plain_env.from_string(s) for s in sources]
         sandboxed = [sandbox_env.from_string(s) for s in sources]
         variables = {**inputs, "audience": "intermediate"}
-        plain_us = per_call(lambda: [t.render(variables) for t in plain])
-        sandbox_us = per_call(lambda: [t.render(variables) for t in sandboxed])
-        registry_us = per_call(lambda: service.render(usecase, name, inputs))
+        plain_us = per_call(partial(render_all, plain, variables))
+        sandbox_us = per_call(partial(render_all, sandboxed, variables))
+        registry_us = per_call(partial(service.render, usecase, name, inputs))
         print(
             f"{usecase + '/' + name:28} {plain_us:8.1f}u {sandbox_us:8.1f}u {registry_us:8.1f}u"
             f" {registry_us / plain_us:14.2f}x"

@@ -29,6 +29,7 @@ class MalformedAgentPathConverter(PathConverter):
     regex = r"(?![^/]+/[^/]+(?:/render)?\Z).*?"
     part_isolating = False  # it spans "/"; Werkzeug guesses from the regex otherwise
 
+
 SERVICE_KEY = "prompt_registry.service"
 OPENAPI_KEY = "prompt_registry.openapi"
 _RENDER_FIELDS = {"inputs"}

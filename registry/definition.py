@@ -186,8 +186,9 @@ Locate = Callable[..., Issue]
 
 
 def _locator(file: str | None, document: YamlDocument | None) -> Locate:
-    def locate(message: str, path: JsonPath, template_line: int | None = None, *, key: bool = False,
-               hint: str | None = None) -> Issue:
+    def locate(
+        message: str, path: JsonPath, template_line: int | None = None, *, key: bool = False, hint: str | None = None
+    ) -> Issue:
         position = document.position(path, key=key) if document is not None else None
         line = column = None
         if position is not None:

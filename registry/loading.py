@@ -97,9 +97,7 @@ class ReleaseCatalog:
             try:
                 agent = self.get(usecase, name)
             except InvalidDefinition as exc:
-                out.append(
-                    AgentSummary(usecase, name, path, title=None, valid=False, errors=tuple(exc.errors))
-                )
+                out.append(AgentSummary(usecase, name, path, title=None, valid=False, errors=tuple(exc.errors)))
                 continue
             out.append(AgentSummary(usecase, name, path, title=agent.title, valid=True))
         return out
@@ -141,7 +139,9 @@ class ReleaseCatalog:
         except KeyError:
             return None
         if size > self._yaml_limits.max_bytes:
-            raise TemplateNotFound(name, f"template {name!r} is {size} bytes; the limit is {self._yaml_limits.max_bytes}")
+            raise TemplateNotFound(
+                name, f"template {name!r} is {size} bytes; the limit is {self._yaml_limits.max_bytes}"
+            )
         try:
             return self.tree.read(name).decode("utf-8")
         except UnicodeDecodeError:

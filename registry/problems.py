@@ -47,8 +47,7 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "with its file, line and JSON path.",
     "invalid-inputs": "The render inputs do not fit the definition's inputs schema; 'errors' lists "
     "every problem with its JSON path.",
-    "render-error": "Rendering failed: an undefined variable, a missing include, a sandbox "
-    "violation or a size limit.",
+    "render-error": "Rendering failed: an undefined variable, a missing include, a sandbox violation or a size limit.",
     "method-not-allowed": "The route exists but not for this HTTP method.",
     "store-unavailable": "The registry cannot read its repository right now.",
     "internal-error": "An unexpected error; it has been logged.",
@@ -81,15 +80,14 @@ def problem_response(
 def _registry_error(error: RegistryError) -> Response:
     if error.status >= 500:
         log.error("%s: %s", error.slug, error.detail, exc_info=error.__cause__ is not None)
-    return problem_response(
-        error.slug, error.status, error.title, error.detail, extensions=error.problem_fields()
-    )
+    return problem_response(error.slug, error.status, error.title, error.detail, extensions=error.problem_fields())
 
 
 def _http_error(error: HTTPException) -> Response:
     status = error.code or 500
-    slug, title = _HTTP_PROBLEMS.get(status, ("invalid-request", "Invalid request") if status < 500
-                                     else ("internal-error", "Internal error"))
+    slug, title = _HTTP_PROBLEMS.get(
+        status, ("invalid-request", "Invalid request") if status < 500 else ("internal-error", "Internal error")
+    )
     detail = _HTTP_DETAILS.get(status, error.description or title)
     headers = {k: v for k, v in error.get_headers() if k.lower() == "allow"}
     return problem_response(slug, status, title, detail, headers=headers)

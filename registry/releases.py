@@ -73,8 +73,7 @@ def parse_selector(text: str | None) -> Selector:
     if version is None:
         shown = text if len(text) <= 80 else text[:80] + "..."
         raise InvalidRequest(
-            f"release {shown!r} is not a release name: give an exact version such as"
-            " 'v1.2.0' or '1.2.0', or 'latest'",
+            f"release {shown!r} is not a release name: give an exact version such as 'v1.2.0' or '1.2.0', or 'latest'",
             parameter="release",
         )
     return ExactSelector(text=text, version=version)

@@ -95,16 +95,12 @@ class _Budget:
     def spend_iteration(self) -> None:
         self.iterations += 1
         if self.iterations > self.limits.max_iterations:
-            raise SecurityError(
-                f"rendering took more than {self.limits.max_iterations} loop iterations and calls"
-            )
+            raise SecurityError(f"rendering took more than {self.limits.max_iterations} loop iterations and calls")
 
     def spend_chars(self, count: int) -> None:
         self.chars += count
         if self.chars > self.limits.max_work_chars:
-            raise SecurityError(
-                f"rendering produced more than {self.limits.max_work_chars} characters"
-            )
+            raise SecurityError(f"rendering produced more than {self.limits.max_work_chars} characters")
 
 
 _budget: ContextVar[_Budget | None] = ContextVar("registry_render_budget", default=None)
@@ -300,7 +296,9 @@ def _estimate(kind: str, value: Any, arguments: _Arguments, limit: int) -> int:
         return size * (_int_arg(arguments.get(0, "indent", 0)) + 1)
     if kind == "translate":
         table = arguments.get(0, "table", {})
-        longest = max((len(v) for v in table.values() if isinstance(v, str)), default=1) if isinstance(table, dict) else 1
+        longest = (
+            max((len(v) for v in table.values() if isinstance(v, str)), default=1) if isinstance(table, dict) else 1
+        )
         return size * max(longest, 1)
     if kind in ("batch", "slice"):
         return size + _int_arg(arguments.get(0, "linecount", 0))
@@ -403,8 +401,9 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             args = (_counted(args[0]), *args[1:])
         elif isinstance(owner, str):
             if method in _SIZED_STR_METHODS:
-                _check_chars(_estimate(method, owner, _Arguments(args, kwargs), limits.max_value_chars), limits,
-                             f"str.{method}")
+                _check_chars(
+                    _estimate(method, owner, _Arguments(args, kwargs), limits.max_value_chars), limits, f"str.{method}"
+                )
             elif method == "join":
                 args = (_joined(args[0] if args else (), owner, limits, "str.join"),)
             elif method in ("format", "format_map"):
@@ -457,9 +456,7 @@ class CompiledTemplate:
         except TemplateError as exc:
             raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
         self.name = name
-        self.template = environment.template_class.from_code(
-            environment, code, environment.make_globals(None), None
-        )
+        self.template = environment.template_class.from_code(environment, code, environment.make_globals(None), None)
 
 
 class TemplateCompileError(Exception):

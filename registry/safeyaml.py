@@ -142,7 +142,13 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
     except yaml.reader.ReaderError as exc:
         line, column = _line_and_column(text, exc.position)
         raise YamlError(
-            [Issue(message=f"character {exc.character!r} is not allowed in YAML: {exc.reason}", line=line, column=column)]
+            [
+                Issue(
+                    message=f"character {exc.character!r} is not allowed in YAML: {exc.reason}",
+                    line=line,
+                    column=column,
+                )
+            ]
         ) from exc
     except yaml.YAMLError as exc:
         raise YamlError([_issue(f"YAML error: {str(exc).splitlines()[0]}")]) from exc
@@ -160,7 +166,9 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
         value = _DefinitionLoader("").construct_document(root)
     except yaml.MarkedYAMLError as exc:
         problem = exc.problem or exc.context or "invalid value"
-        raise YamlError([_issue(f"YAML value cannot be read: {problem}", exc.problem_mark or exc.context_mark)]) from exc
+        raise YamlError(
+            [_issue(f"YAML value cannot be read: {problem}", exc.problem_mark or exc.context_mark)]
+        ) from exc
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         # The constructor's own failures, which only hostile files reach.
         raise YamlError([_issue(f"YAML value cannot be read: {str(exc).splitlines()[0]}")]) from exc
@@ -179,9 +187,7 @@ def _check_event_stream(text: str, limits: YamlLimits) -> None:
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > limits.max_depth:
-                raise YamlError(
-                    [_issue(f"nesting is deeper than {limits.max_depth} levels", event.start_mark)]
-                )
+                raise YamlError([_issue(f"nesting is deeper than {limits.max_depth} levels", event.start_mark)])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
 
@@ -245,7 +251,9 @@ def _inspect(
     seen.add(id(node))
     if isinstance(node, yaml.ScalarNode):
         if node.tag not in _SCALAR_TAGS:
-            issues.append(_issue(f"unsupported YAML tag {node.tag!r}; use plain JSON types", node.start_mark, path=path))
+            issues.append(
+                _issue(f"unsupported YAML tag {node.tag!r}; use plain JSON types", node.start_mark, path=path)
+            )
         return
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _SEQ_TAG:

@@ -6,6 +6,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -62,6 +63,14 @@ class LibraryRepo:
         self.git("add", "-A")
         self.git("commit", "-q", "--allow-empty", "-m", message)
         return self.git("rev-parse", "HEAD")
+
+    def release(self, tag: str, files: dict[str, str | bytes], *, annotated: bool = False) -> LibraryRepo:
+        """Write files under the agents root, commit them and tag the commit."""
+        for relative, content in files.items():
+            self.write(relative, content)
+        self.commit(f"release {tag}")
+        self.tag(tag, annotated=annotated)
+        return self
 
     def tag(self, name: str, *, annotated: bool = False, target: str = "HEAD") -> None:
         if annotated:
@@ -124,6 +133,11 @@ def make_app(settings: Settings) -> Flask:
     app = create_app(settings)
     app.config["TESTING"] = True
     return app
+
+
+def client_for(repo: LibraryRepo, **settings: Any) -> FlaskClient:
+    """A test client of an app serving ``repo``."""
+    return make_app(Settings(repo=str(repo.path), **settings)).test_client()
 
 
 @pytest.fixture

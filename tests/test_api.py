@@ -12,7 +12,7 @@ from werkzeug.test import TestResponse
 
 from registry.app import openapi_document
 from registry.settings import Settings
-from tests.conftest import LibraryRepo, make_app
+from tests.conftest import LibraryRepo, client_for, make_app
 
 
 def _validate_against_openapi(path_template: str, method: str, response: TestResponse) -> None:
@@ -44,7 +44,9 @@ def _problem(response: TestResponse, status: int, slug: str) -> dict[str, Any]:
     return body
 
 
-def test_releases_are_listed_newest_first_with_latest_non_prerelease(client: FlaskClient, released_repo: LibraryRepo) -> None:
+def test_releases_are_listed_newest_first_with_latest_non_prerelease(
+    client: FlaskClient, released_repo: LibraryRepo
+) -> None:
     response = client.get("/v1/releases")
     body = response.get_json()
     assert [r["tag"] for r in body["releases"]] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
@@ -72,12 +74,16 @@ def test_agents_of_a_release_are_listed_sorted_with_provenance(client: FlaskClie
 
 
 def test_invalid_definitions_are_listed_with_their_errors(repo: LibraryRepo) -> None:
-    repo.write("chat/good.yml", "name: Good\nprompt_templates:\n  user: hi\n")
-    repo.write("chat/broken.yml", "name: Broken\nprompt_template:\n  user: hi\n")
-    repo.write("notes/readme.md", "not a definition")
-    repo.commit()
-    repo.tag("v0.1.0")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
+    client = client_for(
+        repo.release(
+            "v0.1.0",
+            {
+                "chat/good.yml": "name: Good\nprompt_templates:\n  user: hi\n",
+                "chat/broken.yml": "name: Broken\nprompt_template:\n  user: hi\n",
+                "notes/readme.md": "not a definition",
+            },
+        )
+    )
     response = client.get("/v1/agents")
     agents = response.get_json()["agents"]
     assert [(a["name"], a["valid"]) for a in agents] == [("broken", False), ("good", True)]
@@ -113,10 +119,7 @@ def test_digest_changes_when_only_an_included_partial_changes(repo: LibraryRepo)
     repo.write("a/b.yml", "name: B\nprompt_templates:\n  user: \"{% include '_partials/p.jinja' %}\"\n")
     repo.commit()
     repo.tag("v1.0.0")
-    repo.write("_partials/p.jinja", "two")
-    repo.commit()
-    repo.tag("v1.0.1")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
+    client = client_for(repo.release("v1.0.1", {"_partials/p.jinja": "two"}))
     digests = {client.get(f"/v1/agents/a/b?release={r}").get_json()["digest"] for r in ("v1.0.0", "v1.0.1")}
     assert len(digests) == 2
 
@@ -155,10 +158,9 @@ def test_render_returns_messages_in_template_order(client: FlaskClient) -> None:
 
 
 def test_render_with_an_empty_body_uses_no_inputs(repo: LibraryRepo) -> None:
-    repo.write("a/static.yml", "name: Static\nprompt_templates:\n  system: Fixed text.\n")
-    repo.commit()
-    repo.tag("v1.0.0")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
+    client = client_for(
+        repo.release("v1.0.0", {"a/static.yml": "name: Static\nprompt_templates:\n  system: Fixed text.\n"})
+    )
     response = client.post("/v1/agents/a/static/render")
     assert response.get_json()["messages"] == [{"role": "system", "content": "Fixed text."}]
 
@@ -175,7 +177,9 @@ def test_invalid_inputs_report_every_error(client: FlaskClient) -> None:
 
 
 def test_missing_variable_without_schema_is_a_render_error_naming_it(client: FlaskClient) -> None:
-    body = _problem(client.post("/v1/agents/chat/minimal/render?release=v1.0.0", json={"inputs": {}}), 422, "render-error")
+    body = _problem(
+        client.post("/v1/agents/chat/minimal/render?release=v1.0.0", json={"inputs": {}}), 422, "render-error"
+    )
     assert "'question' is undefined" in body["detail"]
 
 
@@ -282,10 +286,9 @@ def test_unknown_release_lists_the_available_ones(client: FlaskClient) -> None:
 
 
 def test_non_release_tag_is_not_found_as_a_release(repo: LibraryRepo) -> None:
-    repo.write("a/b.yml", "name: B\nprompt_templates:\n  user: hi\n")
-    repo.commit()
-    repo.tag("9.9.9-not-semver-because+of+plus")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
+    client = client_for(
+        repo.release("9.9.9-not-semver-because+of+plus", {"a/b.yml": "name: B\nprompt_templates:\n  user: hi\n"})
+    )
     assert client.get("/v1/releases").get_json() == {"releases": [], "latest": None}
     _problem(client.get("/v1/agents"), 404, "release-not-found")
 
@@ -297,13 +300,14 @@ def test_unknown_agent_is_agent_not_found(client: FlaskClient) -> None:
 
 
 def test_invalid_definition_is_422_with_every_error_located(repo: LibraryRepo) -> None:
-    repo.write(
-        "a/bad.yml",
-        "name: 5\nmodle: x\nprompt_templates:\n  sytem: hi\n  user: '{{ oops'\nparams: {timeout: -1}\n",
+    client = client_for(
+        repo.release(
+            "v1.0.0",
+            {
+                "a/bad.yml": "name: 5\nmodle: x\nprompt_templates:\n  sytem: hi\n  user: '{{ oops'\nparams: {timeout: -1}\n",
+            },
+        )
     )
-    repo.commit()
-    repo.tag("v1.0.0")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
     response = client.get("/v1/agents/a/bad")
     body = _problem(response, 422, "invalid-definition")
     located = {(e["path"], e["line"]) for e in body["errors"]}
@@ -341,11 +345,9 @@ def test_invalid_definition_is_422_with_every_error_located(repo: LibraryRepo) -
 def test_hostile_yaml_is_an_invalid_definition_and_harms_no_other_file(
     repo: LibraryRepo, content: bytes, fragment: str
 ) -> None:
-    repo.write("a/hostile.yml", content)
-    repo.write("a/fine.yml", "name: Fine\nprompt_templates:\n  user: ok\n")
-    repo.commit()
-    repo.tag("v1.0.0")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
+    client = client_for(
+        repo.release("v1.0.0", {"a/hostile.yml": content, "a/fine.yml": "name: Fine\nprompt_templates:\n  user: ok\n"})
+    )
     body = _problem(client.get("/v1/agents/a/hostile"), 422, "invalid-definition")
     assert any(fragment.lower() in e["message"].lower() for e in body["errors"]), body["errors"]
     assert client.get("/v1/agents/a/fine").status_code == 200
@@ -383,20 +385,19 @@ def test_hostile_yaml_is_an_invalid_definition_and_harms_no_other_file(
 def test_templates_that_try_to_escape_the_sandbox_render_nothing_dangerous(
     repo: LibraryRepo, template: str, slug: str
 ) -> None:
-    repo.write("a/escape.yml", json.dumps({"name": "Escape", "prompt_templates": {"user": template}}))
-    repo.commit()
-    repo.tag("v1.0.0")
-    client = make_app(Settings(repo=str(repo.path))).test_client()
+    client = client_for(
+        repo.release("v1.0.0", {"a/escape.yml": json.dumps({"name": "Escape", "prompt_templates": {"user": template}})})
+    )
     response = client.post("/v1/agents/a/escape/render", json={"inputs": {"name": "../../../../etc/passwd"}})
     body = _problem(response, 422, slug)
     assert "root:" not in json.dumps(body)
 
 
 def test_render_output_over_the_cap_is_a_render_error(repo: LibraryRepo) -> None:
-    repo.write("a/big.yml", "name: Big\nprompt_templates:\n  user: \"{{ 'x' * 2000 }}\"\n")
-    repo.commit()
-    repo.tag("v1.0.0")
-    client = make_app(Settings(repo=str(repo.path), max_render_bytes=1000)).test_client()
+    client = client_for(
+        repo.release("v1.0.0", {"a/big.yml": "name: Big\nprompt_templates:\n  user: \"{{ 'x' * 2000 }}\"\n"}),
+        max_render_bytes=1000,
+    )
     body = _problem(client.post("/v1/agents/a/big/render"), 422, "render-error")
     assert "1000" in body["detail"]
 
@@ -421,9 +422,7 @@ def test_render_output_over_the_cap_is_a_render_error(repo: LibraryRepo) -> None
     ],
 )
 def test_bad_render_bodies_are_invalid_requests(client: FlaskClient, body: str | bytes) -> None:
-    response = client.post(
-        "/v1/agents/chat/minimal/render?release=v1.0.0", data=body, content_type="application/json"
-    )
+    response = client.post("/v1/agents/chat/minimal/render?release=v1.0.0", data=body, content_type="application/json")
     _problem(response, 400, "invalid-request")
 
 

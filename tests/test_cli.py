@@ -128,7 +128,11 @@ def test_serve_a_path_that_is_not_a_repository_fails_clearly(tmp_path: Path) -> 
 
 def test_bad_configuration_fails_clearly() -> None:
     result = subprocess.run(
-        [CLI, "serve"], env={**_clean_environment(), "REGISTRY_PORT": "eighty"}, capture_output=True, text=True, timeout=30
+        [CLI, "serve"],
+        env={**_clean_environment(), "REGISTRY_PORT": "eighty"},
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 2
     assert "REGISTRY_PORT" in result.stderr

@@ -59,7 +59,7 @@ def test_render_gives_messages_in_file_order_with_model_and_params() -> None:
     agent = _compile(
         "name: A\n"
         "model: {name: m-1, provider: p, params: {temperature: 0.2, custom: yes}}\n"
-        "params: {timeout: 30, stop: [\"\\n\"]}\n"
+        'params: {timeout: 30, stop: ["\\n"]}\n'
         "prompt_templates:\n  assistant: Prefill\n  user: 'Hi {{ who }}'\n"
     )
     prompt = agent.render({"who": "Ada"}, limits=RenderLimits())
@@ -89,8 +89,8 @@ def test_variables_a_template_defines_itself_need_no_declaration() -> None:
     agent = _compile(
         "name: A\n"
         "prompt_templates:\n"
-        "  user: \"{% set a = 1 %}{% for i in range(2) %}{{ a }}{{ i }}{{ loop.index }}{% endfor %}"
-        "{% macro m(v) %}{{ v }}{% endmacro %}{{ m(3) }}{{ namespace(b=4).b }}\"\n"
+        '  user: "{% set a = 1 %}{% for i in range(2) %}{{ a }}{{ i }}{{ loop.index }}{% endfor %}'
+        '{% macro m(v) %}{{ v }}{% endmacro %}{{ m(3) }}{{ namespace(b=4).b }}"\n'
         "inputs: {type: object}\n"
     )
     assert agent.render({}, limits=RenderLimits()).messages == (Message("user", "10111234"),)
@@ -244,10 +244,26 @@ def test_template_variables_must_be_declared_in_inputs_including_through_partial
         "inputs:\n  type: object\n  properties:\n    q: {type: string}\n"
     )
     assert [(i.path, i.message, i.hint) for i in issues] == [
-        ("/prompt_templates/system", "system template uses 'x', which inputs does not declare", "add 'x' to inputs.properties"),
-        ("/prompt_templates/system", "system template uses 'y', which inputs does not declare", "add 'y' to inputs.properties"),
-        ("/prompt_templates/system", "system template uses 'z', which inputs does not declare", "add 'z' to inputs.properties"),
-        ("/prompt_templates/user", "user template uses 'w', which inputs does not declare", "add 'w' to inputs.properties"),
+        (
+            "/prompt_templates/system",
+            "system template uses 'x', which inputs does not declare",
+            "add 'x' to inputs.properties",
+        ),
+        (
+            "/prompt_templates/system",
+            "system template uses 'y', which inputs does not declare",
+            "add 'y' to inputs.properties",
+        ),
+        (
+            "/prompt_templates/system",
+            "system template uses 'z', which inputs does not declare",
+            "add 'z' to inputs.properties",
+        ),
+        (
+            "/prompt_templates/user",
+            "user template uses 'w', which inputs does not declare",
+            "add 'w' to inputs.properties",
+        ),
     ]
     assert [i.line for i in issues] == [3, 3, 3, 6]
 

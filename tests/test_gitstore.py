@@ -25,8 +25,19 @@ def test_only_semver_tags_are_releases(repo: LibraryRepo) -> None:
 def test_releases_are_ordered_by_semver_precedence_not_text(repo: LibraryRepo) -> None:
     repo.write("a/b.yml", MINIMAL)
     repo.commit()
-    tags = ["v1.0.0-alpha", "v1.0.0-alpha.1", "v1.0.0-alpha.beta", "v1.0.0-beta", "v1.0.0-beta.2",
-            "v1.0.0-beta.11", "v1.0.0-rc.1", "v1.0.0", "v1.9.0", "v1.10.0", "v10.0.0"]
+    tags = [
+        "v1.0.0-alpha",
+        "v1.0.0-alpha.1",
+        "v1.0.0-alpha.beta",
+        "v1.0.0-beta",
+        "v1.0.0-beta.2",
+        "v1.0.0-beta.11",
+        "v1.0.0-rc.1",
+        "v1.0.0",
+        "v1.9.0",
+        "v1.10.0",
+        "v10.0.0",
+    ]
     for tag in reversed(tags):
         repo.tag(tag)
     releases = GitStore(repo.path, root=AGENTS).releases()

@@ -33,7 +33,7 @@ TOOLS = [
     {"name": "issue_reader", "description": "Reads an issue given its reference.", "example": 'issue_reader("#12")'},
     {"name": "ci_job_log", "description": "Returns the log of a CI job.", "example": ""},
 ]
-LEAK_MARKERS = ("Traceback", "site-packages", "__builtins__", " at 0x", str(REPOSITORY), "File \"")
+LEAK_MARKERS = ("Traceback", "site-packages", "__builtins__", " at 0x", str(REPOSITORY), 'File "')
 
 
 def _compile(source: str, *, partials: Mapping[str, str] | None = None, role: str = "user") -> CompiledTemplate:
@@ -85,7 +85,7 @@ def test_design_example_renders_exactly_as_plain_jinja_renders_it() -> None:
     assert [m.role for m in messages] == ["system", "assistant", "user"]
     assert messages[1].content == "{agent_scratchpad}\nThought:"
     assert messages[2].content == "Question: {question}"
-    assert "<example>\n        issue_reader(\"#12\")\n        </example>" in messages[0].content
+    assert '<example>\n        issue_reader("#12")\n        </example>' in messages[0].content
     assert messages[0].content.count("<example>") == 1
 
 
@@ -95,7 +95,9 @@ def test_design_example_needs_an_example_key_in_every_tool() -> None:
     with pytest.raises(jinja2.UndefinedError):
         _plain_jinja(templates["system"], {"tools": tools})
     with pytest.raises(RenderError) as info:
-        render_messages([("system", _compile(templates["system"], role="system"))], {"tools": tools}, limits=RenderLimits())
+        render_messages(
+            [("system", _compile(templates["system"], role="system"))], {"tools": tools}, limits=RenderLimits()
+        )
     assert "example" in str(info.value)
     assert info.value.extensions == {"role": "system"}
 
@@ -353,8 +355,7 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
             "bits is not allowed",
         ),
         (
-            "{% macro m() %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endmacro %}"
-            "{% set y = m() %}ok",
+            "{% macro m() %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endmacro %}{% set y = m() %}ok",
             "characters",
         ),
         (
@@ -432,7 +433,9 @@ def test_render_after_a_refused_render_starts_with_a_fresh_budget() -> None:
 
 
 def test_recursive_loop_within_the_budget_renders() -> None:
-    source = "{% for x in tree recursive %}{% if x is iterable %}({{ loop(x) }}){% else %}{{ x }}{% endif %}{% endfor %}"
+    source = (
+        "{% for x in tree recursive %}{% if x is iterable %}({{ loop(x) }}){% else %}{{ x }}{% endif %}{% endfor %}"
+    )
     tree = [1, [2, [3]], 4]
     assert _render(source, {"tree": tree}) == _plain_jinja(source, {"tree": tree}) == "1(2(3))4"
 

@@ -52,7 +52,7 @@ def test_positions_of_values_and_keys_are_one_based_lines_and_columns() -> None:
 
 
 def test_block_scalars_are_flagged_and_start_at_their_indicator() -> None:
-    document = parse_yaml(b"plain: x\nliteral: |\n  a\n  b\nfolded: >\n  c\nquoted: \"d\"\n")
+    document = parse_yaml(b'plain: x\nliteral: |\n  a\n  b\nfolded: >\n  c\nquoted: "d"\n')
     assert document.values[("literal",)] == Position(line=2, column=10, block=True)
     assert document.values[("folded",)] == Position(line=5, column=9, block=True)
     assert document.values[("plain",)].block is False
