@@ -31,9 +31,10 @@ from typing import Any
 
 from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import ValidationError
 
 from registry.errors import InvalidDefinition, InvalidInputs
+from registry.inputschema import InputsSchema, SchemaProblem
 from registry.models import Issue, Message, Prompt
 from registry.rendering import (
     RENDER_SEMANTICS,
@@ -72,7 +73,7 @@ class CompiledAgent:
     templates: tuple[tuple[str, CompiledTemplate], ...]
     partials: tuple[str, ...]
     dynamic_includes: bool
-    inputs_validator: Draft202012Validator | None
+    inputs: InputsSchema | None
 
     def render(self, inputs: Any, *, limits: RenderLimits) -> Prompt:
         """Validate ``inputs`` and render every role's template, in file order."""
@@ -82,18 +83,14 @@ class CompiledAgent:
                 [Issue(message=f"expected an object, got {_json_type(inputs)}")],
             )
         variables = dict(inputs)
-        if self.inputs_validator is not None:
+        if self.inputs is not None:
             found: dict[tuple[str, str], Issue] = {}
-            for error in self.inputs_validator.iter_errors(inputs):
-                for issue in _input_issues(error):
-                    found.setdefault((issue.path, issue.message), issue)
+            for issue in self.inputs.issues(inputs):
+                found.setdefault((issue.path, issue.message), issue)
             issues = sorted(found.values(), key=lambda i: i.path)
             if issues:
                 raise InvalidInputs(f"{len(issues)} problem(s) with the inputs", issues)
-            properties = self.definition["inputs"].get("properties", {})
-            for key, schema in properties.items():
-                if key not in variables and isinstance(schema, dict) and "default" in schema:
-                    variables[key] = schema["default"]
+            variables = {**self.inputs.defaults(), **variables}
         messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits)
         return Prompt(
             messages=messages,
@@ -141,10 +138,10 @@ def compile_definition(
             dynamic = dynamic or is_dynamic
             issues.extend(locate(f"{role} template: {message}", path) for message in include_issues)
             needed[role] = set(compiled.variables) | variables
-    validator = None
+    inputs_schema = None
     inputs = definition.get("inputs")
     if isinstance(inputs, dict):
-        validator, inputs_issues = _inputs_validator(inputs, needed, locate)
+        inputs_schema, inputs_issues = _inputs_schema(inputs, needed, locate)
         issues.extend(inputs_issues)
     if issues:
         where = file or "definition"
@@ -154,7 +151,7 @@ def compile_definition(
         templates=tuple(templates),
         partials=tuple(sorted(partials)),
         dynamic_includes=dynamic,
-        inputs_validator=validator,
+        inputs=inputs_schema,
     )
 
 
@@ -292,47 +289,25 @@ def _follow_includes(
     return reached, variables, dynamic, problems
 
 
-def _inputs_validator(
+def _inputs_schema(
     inputs: dict[str, Any], needed: dict[str, set[str]], locate: Locate
-) -> tuple[Draft202012Validator | None, list[Issue]]:
-    issues = []
+) -> tuple[InputsSchema | None, list[Issue]]:
     try:
-        Draft202012Validator.check_schema(inputs)
-    except SchemaError as exc:
-        path = ("inputs", *exc.absolute_path)
-        return None, [locate(f"inputs is not a valid JSON Schema: {_short(exc.message, _MAX_MESSAGE)}", path)]
+        schema = InputsSchema(inputs)
+    except SchemaProblem as exc:
+        return None, [locate(f"inputs {_short(exc.message, _MAX_MESSAGE)}", ("inputs", *exc.path))]
     declared = inputs.get("properties", {})
     declared = set(declared) if isinstance(declared, dict) else set()
-    for role, variables in needed.items():
-        for variable in sorted(variables - declared):
-            issues.append(
-                locate(
-                    f"{role} template uses {variable!r}, which inputs does not declare",
-                    ("prompt_templates", role),
-                    hint=f"add {variable!r} to inputs.properties",
-                )
-            )
-    return Draft202012Validator(inputs), issues
-
-
-def _input_issues(error: ValidationError) -> list[Issue]:
-    path = tuple(_short(p) if isinstance(p, str) else p for p in error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
-        return [
-            Issue(message=f"missing required input {_short(name)!r}", path=json_pointer(path + (name,)))
-            for name in error.validator_value
-            if name not in error.instance
-        ]
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        schema = error.schema if isinstance(error.schema, dict) else {}
-        allowed = set(schema.get("properties", {}))
-        patterns = list(schema.get("patternProperties", {}))
-        return [
-            Issue(message=f"unexpected input {_short(name)!r}", path=json_pointer(path + (_short(name),)))
-            for name in error.instance
-            if name not in allowed and not _matches_any(name, patterns)
-        ]
-    return [Issue(message=_short(error.message, _MAX_MESSAGE), path=json_pointer(path))]
+    issues = [
+        locate(
+            f"{role} template uses {variable!r}, which inputs does not declare",
+            ("prompt_templates", role),
+            hint=f"add {variable!r} to inputs.properties",
+        )
+        for role, variables in needed.items()
+        for variable in sorted(variables - declared)
+    ]
+    return schema, issues
 
 
 def _short(text: Any, limit: int = 80) -> str:

@@ -52,7 +52,7 @@ def test_valid_definition_compiles_its_templates_in_file_order() -> None:
     assert [role for role, _ in agent.templates] == ["user", "system", "assistant"]
     assert agent.partials == ()
     assert agent.dynamic_includes is False
-    assert agent.inputs_validator is None
+    assert agent.inputs is None
 
 
 def test_render_gives_messages_in_file_order_with_model_and_params() -> None:
