@@ -166,6 +166,12 @@ def _render_inputs() -> Any:
         raise InvalidRequest(f"the request body is not valid JSON: {_first_line(exc)}") from exc
     if not isinstance(body, dict):
         raise InvalidRequest('the request body must be a JSON object such as {"inputs": {...}}')
+    try:
+        # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8
+        # response (or prompt) can carry.
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest("the request body contains an unpaired surrogate (\\ud800-\\udfff escape)") from exc
     unknown = sorted(set(body) - _RENDER_FIELDS)
     if unknown:
         raise InvalidRequest(f"unknown field {unknown[0][:80]!r} in the request body; expected only 'inputs'")

@@ -34,7 +34,7 @@ def build_service(settings: Settings) -> RegistryService:
     return RegistryService(
         open_store(settings),
         yaml_limits=YamlLimits(max_bytes=settings.max_definition_bytes),
-        render_limits=RenderLimits(max_output_bytes=settings.max_render_bytes),
+        render_limits=RenderLimits(max_output_bytes=settings.max_render_bytes, max_seconds=settings.max_render_seconds),
     )
 
 

@@ -8,6 +8,7 @@ kept as its error, and never affects any other file or release.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -15,11 +16,13 @@ from dataclasses import dataclass
 from jinja2 import TemplateNotFound
 
 from registry.definition import CompiledAgent, compile_definition, definition_digest
-from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest
+from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError
 from registry.models import AgentSummary, Issue
-from registry.rendering import RenderLimits, TemplateEnvironment
+from registry.rendering import TemplateEnvironment
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.store import Tree
+
+log = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
 DEFINITION_SUFFIX = ".yml"
@@ -55,12 +58,11 @@ class LoadedAgent:
 class ReleaseCatalog:
     """The agents of one tree, loaded lazily and kept."""
 
-    def __init__(self, tree: Tree, *, root: str, yaml_limits: YamlLimits, render_limits: RenderLimits) -> None:
+    def __init__(self, tree: Tree, *, root: str, yaml_limits: YamlLimits) -> None:
         self.tree = tree
         self._root = root
         self._yaml_limits = yaml_limits
-        self.render_limits = render_limits
-        self.environment = TemplateEnvironment(self._partial_source, limits=render_limits)
+        self.environment = TemplateEnvironment(self._partial_source)
         self._loaded: dict[str, LoadedAgent | InvalidDefinition] = {}
         self._lock = threading.Lock()
         self._agents = sorted(_agent_paths(tree))
@@ -68,10 +70,6 @@ class ReleaseCatalog:
     def repository_path(self, relative: str) -> str:
         """A path relative to the repository, as shown to users."""
         return f"{self._root}/{relative}" if self._root else relative
-
-    def agents(self) -> list[tuple[str, str]]:
-        """(usecase, name) of every definition file, sorted."""
-        return [(usecase, name) for usecase, name, _ in self._agents]
 
     def get(self, usecase: str, name: str) -> LoadedAgent:
         """The loaded agent; ``AgentNotFound`` or ``InvalidDefinition`` otherwise."""
@@ -81,7 +79,7 @@ class ReleaseCatalog:
             with self._lock:
                 result = self._loaded.get(relative)
                 if result is None:
-                    result = self._load(usecase, name, relative)
+                    result = self._load_isolated(usecase, name, relative)
                     self._loaded[relative] = result
         if isinstance(result, InvalidDefinition):
             # A fresh exception each time: re-raising one instance would grow
@@ -101,6 +99,24 @@ class ReleaseCatalog:
                 continue
             out.append(AgentSummary(usecase, name, path, title=agent.title, valid=True))
         return out
+
+    def _load_isolated(self, usecase: str, name: str, relative: str) -> LoadedAgent | InvalidDefinition:
+        """Load one file; whatever goes wrong stays that file's problem.
+
+        Every failure we know of is translated where it enters; this is the
+        last line, so that a file that finds a new one can never break the
+        listing of its release or any other file.
+        """
+        try:
+            return self._load(usecase, name, relative)
+        except RegistryError:
+            raise
+        except Exception:
+            path = self.repository_path(relative)
+            log.exception("unexpected error while loading %s at %s", path, self.tree.commit)
+            return InvalidDefinition(
+                f"{path} could not be loaded", [Issue("unexpected error while loading", file=path)]
+            )
 
     def _load(self, usecase: str, name: str, relative: str) -> LoadedAgent | InvalidDefinition:
         path = self.repository_path(relative)

@@ -71,7 +71,9 @@ def problem_response(
         "detail": detail,
         **(extensions or {}),
     }
-    response = Response(json.dumps(body, ensure_ascii=False), status=status, mimetype=PROBLEM_MEDIA_TYPE)
+    # ASCII-escaped: details may quote caller input, which a problem must
+    # carry whatever it contains.
+    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_MEDIA_TYPE)
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response

@@ -30,6 +30,7 @@ generated code, so the guards cost a function call, not a sandbox round trip.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ class RenderLimits:
 
     max_output_bytes: int = 1024 * 1024
     max_iterations: int = 100_000
+    max_seconds: float = 2.0
 
     @property
     def max_value_chars(self) -> int:
@@ -85,33 +87,40 @@ class RenderLimits:
 
 
 class _Budget:
-    __slots__ = ("limits", "iterations", "chars")
+    __slots__ = ("limits", "iterations", "chars", "deadline")
 
     def __init__(self, limits: RenderLimits) -> None:
         self.limits = limits
         self.iterations = 0
         self.chars = 0
+        self.deadline = time.monotonic() + limits.max_seconds
 
     def spend_iteration(self) -> None:
         self.iterations += 1
         if self.iterations > self.limits.max_iterations:
             raise SecurityError(f"rendering took more than {self.limits.max_iterations} loop iterations and calls")
+        self.check_time()
 
     def spend_chars(self, count: int) -> None:
         self.chars += count
         if self.chars > self.limits.max_work_chars:
             raise SecurityError(f"rendering produced more than {self.limits.max_work_chars} characters")
+        self.check_time()
+
+    def check_time(self) -> None:
+        # Counting bounds how much a template does, not how slowly: a loop of
+        # expensive filters stays within every count. The clock bounds the rest.
+        if time.monotonic() > self.deadline:
+            raise SecurityError(f"rendering took longer than {self.limits.max_seconds} seconds")
 
 
 _budget: ContextVar[_Budget | None] = ContextVar("registry_render_budget", default=None)
 
 
 def _active_budget() -> _Budget:
-    budget = _budget.get()
-    if budget is None:  # a template rendered outside render_messages: bound it all the same
-        budget = _Budget(RenderLimits())
-        _budget.set(budget)
-    return budget
+    # Outside render_messages (Jinja folding constants at compile time) each
+    # guarded call gets default bounds of its own.
+    return _budget.get() or _Budget(RenderLimits())
 
 
 def normalize_include_name(name: object) -> str:
@@ -302,13 +311,12 @@ def _estimate(kind: str, value: Any, arguments: _Arguments, limit: int) -> int:
         return size * max(longest, 1)
     if kind in ("batch", "slice"):
         return size + _int_arg(arguments.get(0, "linecount", 0))
-    if kind == "lipsum":
-        paragraphs = _int_arg(arguments.get(0, "n", 5))
-        words = max(_int_arg(arguments.get(2, "min", 20)), _int_arg(arguments.get(3, "max", 100)))
-        return paragraphs * words * 12
     return size
 
 
+# Equal digests must render equally: nothing random.
+_NONDETERMINISTIC_FILTERS = frozenset({"random"})
+_NONDETERMINISTIC_GLOBALS = frozenset({"lipsum"})
 _SIZED_FILTERS = frozenset({"center", "indent", "replace", "batch", "slice", "wordwrap", "tojson"})
 _SIZED_STR_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "translate"})
 
@@ -327,7 +335,9 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
 
     @wraps(func)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        limits = _active_budget().limits
+        budget = _active_budget()
+        budget.check_time()
+        limits = budget.limits
         # Filters marked pass_context/pass_environment get that first.
         offset = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
         value = args[offset] if len(args) > offset else None
@@ -342,6 +352,10 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
         elif name == "sum" and not isinstance(rest.get(1, "start", 0), (int, float)):
             # Adding lists or strings with sum is quadratic; join does it in linear time.
             raise SecurityError("the sum filter adds numbers only; use join for text and lists")
+        elif isinstance(value, (list, tuple, dict, set, frozenset)):
+            # Most filters print their value (upper, string, trim, ...), and a
+            # nested list that shares one large part prints huge: measure first.
+            _check_chars(_approx_size(value, limits.max_value_chars), limits, f"the {name} filter")
         return _check_result(func(*args, **kwargs), limits, f"the {name} filter")
 
     return guarded
@@ -353,15 +367,20 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
     code_generator_class = _GuardedCodeGenerator
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
-    def __init__(self, partials: PartialSource, *, limits: RenderLimits = RenderLimits()) -> None:
+    def __init__(self, partials: PartialSource) -> None:
         super().__init__(
             loader=_PartialLoader(partials),
             undefined=StrictUndefined,
             autoescape=False,
             auto_reload=False,
         )
-        self.limits = limits
-        self.filters = {name: _guard_builtin_filter(name, f) for name, f in self.filters.items()}
+        for name in _NONDETERMINISTIC_GLOBALS:
+            del self.globals[name]
+        self.filters = {
+            name: _guard_builtin_filter(name, f)
+            for name, f in self.filters.items()
+            if name not in _NONDETERMINISTIC_FILTERS
+        }
         self.filters[_LOOP_FILTER] = _count_loop
         self.filters[_OUTPUT_FILTER] = _measure_output
         self.filters[_STATIC_FILTER] = _count_static
@@ -408,8 +427,6 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
                 args = (_joined(args[0] if args else (), owner, limits, "str.join"),)
             elif method in ("format", "format_map"):
                 _check_format(owner, [*args, *kwargs.values()], limits)
-        elif method == "generate_lorem_ipsum":
-            _check_chars(_estimate("lipsum", None, _Arguments(args, kwargs), limits.max_value_chars), limits, "lipsum")
         result = super().call(__context, __obj, *args, **kwargs)
         return _check_result(result, limits, f"calling {method or 'a function'}")
 
@@ -455,8 +472,15 @@ class CompiledTemplate:
             raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
         except TemplateError as exc:
             raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
-        self.name = name
+        except (RecursionError, SyntaxError, MemoryError) as exc:
+            raise TemplateCompileError(_too_complex(exc)) from exc
         self.template = environment.template_class.from_code(environment, code, environment.make_globals(None), None)
+
+
+def _too_complex(exc: BaseException) -> TemplateProblem:
+    """Python's own limits, reached by compiling a template (deep nesting)."""
+    reason = "nested too deeply" if isinstance(exc, (RecursionError, SyntaxError)) else "too large"
+    return TemplateProblem(f"template is {reason} to compile", None)
 
 
 class TemplateCompileError(Exception):
@@ -478,17 +502,26 @@ def _undeclared_variables(environment: TemplateEnvironment, tree: nodes.Template
 
 
 def analyse_partial(environment: TemplateEnvironment, name: str) -> tuple[frozenset[str], tuple[str | None, ...]]:
-    """Variables a partial needs and the templates it references.
+    """Variables a partial needs and the templates it references; the partial
+    is compiled too (and kept in the environment's cache for rendering).
 
     Raises ``TemplateNotFound`` when it does not exist and
-    ``TemplateCompileError`` when it does not parse.
+    ``TemplateCompileError`` when it does not compile.
     """
     source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]
     try:
         tree = environment.parse(source, name=name)
+        found = _undeclared_variables(environment, tree), _referenced_templates(tree)
+        environment.get_template(name)
     except TemplateSyntaxError as exc:
         raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
-    return _undeclared_variables(environment, tree), _referenced_templates(tree)
+    except TemplateNotFound:
+        raise
+    except TemplateError as exc:
+        raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
+    except (RecursionError, SyntaxError, MemoryError) as exc:
+        raise TemplateCompileError(_too_complex(exc)) from exc
+    return found
 
 
 def render_messages(
@@ -508,7 +541,14 @@ def render_messages(
         total = 0
         for role, compiled in templates:
             content = _render_one(role, compiled, variables)
-            total += len(content.encode("utf-8"))
+            try:
+                total += len(content.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                raise RenderError(
+                    f"{role} template: the output contains a character that is not valid Unicode"
+                    f" (an unpaired surrogate at offset {exc.start})",
+                    role=role,
+                ) from exc
             if total > limits.max_output_bytes:
                 raise RenderError(
                     f"rendered output exceeds {limits.max_output_bytes} bytes",

@@ -103,7 +103,6 @@ class RegistryService:
             self.store.tree(release),
             root=self.store.root,
             yaml_limits=self._yaml_limits,
-            render_limits=self._render_limits,
         )
         with self._lock:
             return self._catalogs.setdefault(release.commit, catalog)

@@ -15,6 +15,7 @@ import time.
     REGISTRY_THREADS                4                   threads per worker
     REGISTRY_MAX_DEFINITION_BYTES   262144              largest definition or partial file
     REGISTRY_MAX_RENDER_BYTES       1048576             largest rendered output
+    REGISTRY_MAX_RENDER_SECONDS     2                   longest a render may run
     REGISTRY_MAX_REQUEST_BYTES      1048576             largest request body
     REGISTRY_LOG_LEVEL              info                log level
 
@@ -31,13 +32,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from registry.errors import ConfigurationError
+
 BUNDLED_LIBRARY = Path(__file__).resolve().parent.parent / "library"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _ROOT_SHAPE = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
-
-
-class ConfigurationError(ValueError):
-    """A setting has a value the registry cannot use."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +52,13 @@ class Settings:
     threads: int = 4
     max_definition_bytes: int = 256 * 1024
     max_render_bytes: int = 1024 * 1024
+    max_render_seconds: float = 2.0
     max_request_bytes: int = 1024 * 1024
     log_level: str = "info"
 
     def __post_init__(self) -> None:
+        # The one place the root is normalised: stores take it as given.
+        object.__setattr__(self, "root", self.root.strip("/"))
         if self.repo and self.worktree:
             raise ConfigurationError("give a repository or a worktree, not both")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
@@ -64,6 +66,8 @@ class Settings:
         for name in ("port", "workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive number")
+        if not 0 < self.max_render_seconds <= 60:
+            raise ConfigurationError("max_render_seconds must be more than 0 and at most 60")
         if self.port > 65535:
             raise ConfigurationError("port must be at most 65535")
         if self.log_level not in _LOG_LEVELS:
@@ -108,13 +112,14 @@ def _text(raw: str) -> str:
 _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("repo", "REGISTRY_REPO", _text),
     ("worktree", "REGISTRY_WORKTREE", _text),
-    ("root", "REGISTRY_ROOT", lambda raw: raw.strip().strip("/")),
+    ("root", "REGISTRY_ROOT", _text),
     ("host", "REGISTRY_HOST", _text),
     ("port", "REGISTRY_PORT", int),
     ("workers", "REGISTRY_WORKERS", int),
     ("threads", "REGISTRY_THREADS", int),
     ("max_definition_bytes", "REGISTRY_MAX_DEFINITION_BYTES", int),
     ("max_render_bytes", "REGISTRY_MAX_RENDER_BYTES", int),
+    ("max_render_seconds", "REGISTRY_MAX_RENDER_SECONDS", float),
     ("max_request_bytes", "REGISTRY_MAX_REQUEST_BYTES", int),
     ("log_level", "REGISTRY_LOG_LEVEL", lambda raw: raw.strip().lower()),
 )
