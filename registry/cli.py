@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from registry.app import open_store
-from registry.errors import RegistryError
-from registry.settings import ConfigurationError, Settings
+from registry.errors import ConfigurationError, RegistryError
+from registry.settings import Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = Settings.from_env(
                 repo=args.repo if args.repo else ("" if args.worktree else None),
                 worktree=args.worktree if args.worktree else ("" if args.repo else None),
-                root=args.root.strip("/") if args.root else None,
+                root=args.root,
                 host=args.host,
                 port=args.port,
                 workers=args.workers,

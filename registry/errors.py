@@ -15,7 +15,8 @@ classes.
     ├── InvalidDefinition     invalid-definition  422  errors: [Issue]
     ├── InvalidInputs         invalid-inputs      422  errors: [Issue]
     ├── RenderError           render-error        422
-    └── StoreError            store-unavailable   503  (the repository cannot be read)
+    ├── StoreError            store-unavailable   503  (the repository cannot be read)
+    └── ConfigurationError    (startup only)           (also ValueError)
 
 Foreign errors (GitPython, YAML, jsonschema, Jinja) are translated where they
 enter and re-raised ``from`` the original, so nothing foreign crosses a module
@@ -141,3 +142,10 @@ ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
         StoreError,
     )
 }
+
+
+class ConfigurationError(RegistryError, ValueError):
+    """A setting has a value the registry cannot use (raised at startup)."""
+
+    slug = "configuration-error"
+    title = "Configuration error"

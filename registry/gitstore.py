@@ -23,7 +23,7 @@ from gitdb.util import hex_to_bin
 
 from registry.errors import StoreError
 from registry.models import Release
-from registry.releases import ReleaseIndex, release_for_tag
+from registry.releases import ReleaseIndex, parse_version, release_for_tag
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +50,17 @@ class GitTree:
         return self._entries.keys()
 
     def size(self, path: str) -> int:
-        return self._store._blob_size(self._entries[path].binsha)
+        return self._store.blob_size(self._entries[path].binsha)
 
     def read(self, path: str) -> bytes:
-        return self._store._read_blob(self._entries[path].binsha)
+        return self._store.read_blob(self._entries[path].binsha)
 
 
 class GitStore:
     """A git repository on disk (bare or not), used read-only."""
 
     def __init__(self, path: str | os.PathLike[str], *, root: str) -> None:
-        self.root = root.strip("/")
+        self.root = root
         try:
             self._repo = git.Repo(path, odbt=git.GitCmdObjectDB)
         except (git.NoSuchPathError, git.InvalidGitRepositoryError) as exc:
@@ -68,6 +68,10 @@ class GitStore:
         common = self._repo.common_dir
         self._packed_refs = os.path.join(common, "packed-refs")
         self._tag_refs = os.path.join(common, "refs", "tags")
+        # _refs_lock orders index refreshes (so an older listing never replaces
+        # a newer one); _lock serialises the cat-file process. Always taken in
+        # that order.
+        self._refs_lock = threading.Lock()
         self._lock = threading.Lock()
         self._refs_fingerprint: tuple[object, ...] | None = None
         self._index = ReleaseIndex(())
@@ -86,12 +90,13 @@ class GitStore:
         changed (a stat of ``packed-refs`` and ``refs/tags``), which keeps the
         per-request cost to two system calls.
         """
-        fingerprint = self._fingerprint()
-        if fingerprint != self._refs_fingerprint:
-            with self._lock:
-                index = self._list_releases()
-            self._index, self._refs_fingerprint = index, fingerprint
-        return self._index
+        with self._refs_lock:
+            fingerprint = self._fingerprint()
+            if fingerprint != self._refs_fingerprint:
+                with self._lock:
+                    self._index = self._list_releases()
+                self._refs_fingerprint = fingerprint
+            return self._index
 
     def tree(self, release: Release) -> GitTree:
         """The agents root at the release's commit (cached: commits never change)."""
@@ -136,7 +141,7 @@ class GitStore:
         except (git.GitError, OSError, ValueError) as exc:
             raise StoreError("cannot list the repository's tags") from exc
         for tag in tags:
-            if release_for_tag(tag.name, "0" * 40) is None:
+            if parse_version(tag.name) is None:
                 continue
             try:
                 commit = tag.commit.hexsha
@@ -177,14 +182,16 @@ class GitStore:
                 entries[item.path[prefix:]] = _Entry(item.binsha)
         return entries, root_tree.hexsha
 
-    def _blob_size(self, binsha: bytes) -> int:
+    def blob_size(self, binsha: bytes) -> int:
+        """The size of a blob, by object id."""
         with self._lock:
             try:
                 return int(self._repo.odb.info(binsha).size)
             except (ValueError, git.GitError, OSError) as exc:
                 raise StoreError("cannot read an object from the repository") from exc
 
-    def _read_blob(self, binsha: bytes) -> bytes:
+    def read_blob(self, binsha: bytes) -> bytes:
+        """The content of a blob, by object id."""
         with self._lock:
             try:
                 return bytes(self._repo.odb.stream(binsha).read())

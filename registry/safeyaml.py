@@ -63,8 +63,9 @@ _DefinitionLoader.add_constructor(_TAG + "int", _construct_int)
 class Position:
     """Where a value starts in the file (1-based).
 
-    ``block`` is true for ``|`` and ``>`` scalars, whose content starts on the
-    line after the indicator.
+    ``block`` is true for literal ``|`` scalars, whose content starts on the
+    line after the indicator and keeps one text line per file line (folded
+    ``>`` scalars join lines, so their text lines do not map to the file).
     """
 
     line: int
@@ -297,7 +298,7 @@ def _inspect(
 
 
 def _position(node: yaml.Node) -> Position:
-    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    block = isinstance(node, yaml.ScalarNode) and node.style == "|"
     return Position(line=node.start_mark.line + 1, column=node.start_mark.column + 1, block=block)
 
 

@@ -45,9 +45,13 @@ class Store(Protocol):
     """A source of releases and their trees."""
 
     root: str
+    """The agents root inside the repository, without leading or trailing "/"."""
 
     def releases(self) -> ReleaseIndex:
         """The releases as they are now."""
 
     def tree(self, release: Release) -> Tree:
         """The agents root at ``release``'s commit."""
+
+    def close(self) -> None:
+        """Release what the store holds open (processes, files)."""

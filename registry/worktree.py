@@ -53,7 +53,7 @@ class WorktreeStore:
     """A directory whose agents root is re-read whenever a file changes."""
 
     def __init__(self, directory: str | os.PathLike[str], *, root: str) -> None:
-        self.root = root.strip("/")
+        self.root = root
         self._base = Path(directory)
         if not self._base.is_dir():
             raise StoreError(f"{directory} is not a directory")

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from registry.settings import BUNDLED_LIBRARY, ConfigurationError, Settings
+from registry.errors import ConfigurationError
+from registry.settings import BUNDLED_LIBRARY, Settings
 
 
 def test_defaults_serve_the_bundled_library() -> None:
