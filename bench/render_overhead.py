@@ -30,6 +30,7 @@ TOOLS = [
     {"name": f"tool_{i}", "description": "Looks something up in the project. " * 3, "example": f"use tool_{i}"}
     for i in range(8)
 ]
+ROUNDS = 7
 CASES = {
     ("chat", "minimal"): {"tools": TOOLS},
     ("explain_code", "snippet"): {"language": "python", "code": "def add(a, b):\n    return a + b\n" * 20},
@@ -92,9 +93,18 @@ def compare(settings: Settings) -> None:
         plain = [plain_env.from_string(s) for s in sources]
         sandboxed = [sandbox_env.from_string(s) for s in sources]
         variables = {**inputs, "audience": "intermediate"}
-        plain_us = per_call(partial(render_all, plain, variables))
-        sandbox_us = per_call(partial(render_all, sandboxed, variables))
-        registry_us = per_call(partial(service.render, usecase, name, inputs))
+        candidates = {
+            "plain": partial(render_all, plain, variables),
+            "sandbox": partial(render_all, sandboxed, variables),
+            "registry": partial(service.render, usecase, name, inputs),
+        }
+        # Interleaved rounds, median of each: this machine's neighbours make
+        # any single timing swing by a third.
+        rounds: dict[str, list[float]] = {label: [] for label in candidates}
+        for _ in range(ROUNDS):
+            for label, function in candidates.items():
+                rounds[label].append(per_call(function, seconds=0.3))
+        plain_us, sandbox_us, registry_us = (statistics.median(rounds[label]) for label in candidates)
         print(
             f"{usecase + '/' + name:28} {plain_us:8.1f}u {sandbox_us:8.1f}u {registry_us:8.1f}u"
             f" {registry_us / plain_us:14.2f}x"
