@@ -14,7 +14,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.routing import PathConverter
 
 from registry.errors import InvalidRequest, NotFound, PayloadTooLarge
-from registry.models import Release
+from registry.models import Resolution
 from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
 from registry.service import RegistryService
 
@@ -49,9 +49,9 @@ def _release_parameter() -> str | None:
     return values[0] if values else None
 
 
-def _with_provenance(response: Response, release: Release) -> Response:
-    response.headers["X-Registry-Release"] = release.tag
-    response.headers["X-Registry-Commit"] = release.commit
+def _with_provenance(response: Response, resolution: Resolution) -> Response:
+    response.headers["X-Registry-Release"] = resolution.release.tag
+    response.headers["X-Registry-Commit"] = resolution.release.commit
     return response
 
 
@@ -62,16 +62,23 @@ def _conditional(response: Response, etag: str) -> Response:
 
 @bp.get("/v1/releases")
 def list_releases() -> Response:
-    index = _service().releases()
-    latest = index.latest
-    return jsonify({"releases": [r.as_dict() for r in index.releases], "latest": latest.tag if latest else None})
+    overview = _service().releases()
+    latest = overview.index.latest
+    body: dict[str, Any] = {
+        "releases": [r.as_dict() for r in overview.index.releases],
+        "latest": latest.tag if latest else None,
+        "channels": overview.channels.describe(overview.index),
+    }
+    if overview.channels.problems:
+        body["channel_errors"] = [p.as_dict() for p in overview.channels.problems]
+    return jsonify(body)
 
 
 @bp.get("/v1/agents")
 def list_agents() -> Response:
     listing = _service().list_agents(release=_release_parameter())
-    body = {"release": listing.release.ref(), "agents": [a.as_dict() for a in listing.agents]}
-    return _with_provenance(jsonify(body), listing.release)
+    body = {"release": listing.resolution.as_dict(), "agents": [a.as_dict() for a in listing.agents]}
+    return _with_provenance(jsonify(body), listing.resolution)
 
 
 @bp.get("/v1/agents/<usecase>/<name>")
@@ -79,14 +86,14 @@ def get_agent(usecase: str, name: str) -> Response:
     answer = _service().get_agent(usecase, name, release=_release_parameter())
     agent = answer.agent
     body = {
-        "release": answer.release.ref(),
+        "release": answer.resolution.as_dict(),
         "usecase": agent.usecase,
         "name": agent.name,
         "path": agent.path,
         "digest": agent.digest,
         "definition": agent.compiled.definition,
     }
-    return _conditional(_with_provenance(jsonify(body), answer.release), agent.digest)
+    return _conditional(_with_provenance(jsonify(body), answer.resolution), agent.digest)
 
 
 @bp.post("/v1/agents/<usecase>/<name>/render")
@@ -94,7 +101,7 @@ def render_agent(usecase: str, name: str) -> Response:
     inputs = _render_inputs()
     answer = _service().render(usecase, name, inputs, release=_release_parameter())
     body = {
-        "release": answer.release.ref(),
+        "release": answer.resolution.as_dict(),
         "usecase": answer.agent.usecase,
         "name": answer.agent.name,
         "digest": answer.agent.digest,
@@ -102,7 +109,7 @@ def render_agent(usecase: str, name: str) -> Response:
         "model": answer.prompt.model,
         "params": answer.prompt.params,
     }
-    return _with_provenance(jsonify(body), answer.release)
+    return _with_provenance(jsonify(body), answer.resolution)
 
 
 @bp.route("/v1/agents/<malformed_agent_path:rest>", methods=["GET", "POST"])

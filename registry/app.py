@@ -25,7 +25,7 @@ OPENAPI_FILE = Path(__file__).resolve().parent / "openapi.yaml"
 def open_store(settings: Settings) -> Store:
     """The store the settings name: a git repository, or a directory."""
     if settings.repo:
-        return GitStore(settings.repo, root=settings.root)
+        return GitStore(settings.repo, root=settings.root, channels_file=settings.channels_file)
     return WorktreeStore(settings.served_worktree, root=settings.root)
 
 

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
         "--worktree", metavar="DIR", help="plain directory served as one release named 'worktree' [REGISTRY_WORKTREE]"
     )
     serve.add_argument("--root", help="agents root inside the repository (default ai_gateway/agents) [REGISTRY_ROOT]")
+    serve.add_argument(
+        "--channels-file", help="channels file on the default branch (default channels.yml) [REGISTRY_CHANNELS_FILE]"
+    )
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
     serve.add_argument("--port", type=int, help="port to listen on (default 8080) [REGISTRY_PORT]")
     serve.add_argument("--workers", type=int, help="worker processes (default 2) [REGISTRY_WORKERS]")
@@ -76,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repo=args.repo if args.repo else ("" if args.worktree else None),
                 worktree=args.worktree if args.worktree else ("" if args.repo else None),
                 root=args.root,
+                channels_file=args.channels_file,
                 host=args.host,
                 port=args.port,
                 workers=args.workers,

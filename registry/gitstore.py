@@ -21,6 +21,7 @@ import git
 from cachetools import LRUCache
 from gitdb.util import hex_to_bin
 
+from registry.channels import ChannelTable
 from registry.errors import StoreError
 from registry.models import Release
 from registry.releases import ReleaseIndex, parse_version, release_for_tag
@@ -59,8 +60,10 @@ class GitTree:
 class GitStore:
     """A git repository on disk (bare or not), used read-only."""
 
-    def __init__(self, path: str | os.PathLike[str], *, root: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, root: str, channels_file: str = "channels.yml") -> None:
         self.root = root
+        self._channels_file = channels_file
+        self._channels: ChannelTable | None = None
         try:
             self._repo = git.Repo(path, odbt=git.GitCmdObjectDB)
         except (git.NoSuchPathError, git.InvalidGitRepositoryError) as exc:
@@ -97,6 +100,37 @@ class GitStore:
                     self._index = self._list_releases()
                 self._refs_fingerprint = fingerprint
             return self._index
+
+    def channels(self) -> ChannelTable:
+        """The channels file at the head of the default branch (``HEAD``), read
+        again only when that head moves."""
+        try:
+            head = git.SymbolicReference.dereference_recursive(self._repo, "HEAD")
+        except (ValueError, OSError):  # an unborn branch: no commit yet
+            head = None
+        cached = self._channels
+        if cached is not None and cached.commit == head:
+            return cached
+        with self._lock:
+            data = self._read_path(head, self._channels_file) if head else None
+        table = ChannelTable.parse(data, path=self._channels_file, commit=head)
+        self._channels = table
+        return table
+
+    def _read_path(self, commit: str, path: str) -> bytes | None:
+        """A file of a commit by path, or None; the caller holds ``_lock``."""
+        try:
+            item = git.Commit(self._repo, hex_to_bin(commit)).tree / path
+        except KeyError:
+            return None
+        except (ValueError, git.GitError, OSError) as exc:
+            raise StoreError("cannot read the default branch") from exc
+        if item.type != _BLOB:
+            return None
+        try:
+            return bytes(item.data_stream.read())
+        except (ValueError, git.GitError, OSError) as exc:
+            raise StoreError("cannot read the channels file") from exc
 
     def tree(self, release: Release) -> GitTree:
         """The agents root at the release's commit (cached: commits never change)."""

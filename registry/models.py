@@ -56,9 +56,23 @@ class Release:
             "prerelease": self.prerelease,
         }
 
-    def ref(self) -> dict[str, str]:
-        """The provenance block attached to every answer about this release."""
-        return {"tag": self.tag, "commit": self.commit}
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a request's ``release`` was resolved: the provenance of an answer."""
+
+    requested: str
+    release: Release
+    channel: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requested": self.requested,
+            "tag": self.release.tag,
+            "version": self.release.version,
+            "commit": self.release.commit,
+            "channel": self.channel,
+        }
 
 
 @dataclass(frozen=True)

@@ -5,20 +5,30 @@ leading ``v`` (``v1.2.0``, ``1.3.0-rc.1``); every other tag is ignored.
 Releases are ordered by SemVer precedence (build metadata does not count;
 ties are broken by tag name so the order is total and stable).
 
-A request names a release with a *selector*. Today a selector is ``latest``
-(or nothing: the highest release that is not a prerelease) or an exact
-version (``1.2.0`` finds ``v1.2.0`` and the other way round). Parsing is
-separate from resolution so that ranges and channels can join as new
-selector kinds without touching the callers.
+A request names a release with a *selector*:
+
+- ``latest``, or nothing: the highest release that is not a prerelease;
+- an exact version: ``1.2.0`` finds ``v1.2.0`` and the other way round;
+- an npm-style range (``^1.2.0``, ``~1.2``, ``1.x``, ``>=1.1.0 <2.0.0``,
+  alternatives with ``||``), parsed and matched by ``nodesemver``, a port of
+  npm's own semver: the highest matching release wins, and a prerelease
+  matches only when a comparator names a prerelease of the same
+  major.minor.patch (npm's rule);
+- a channel, ``@production``: a name that the repository's channels file maps
+  to an exact version or a range (``registry.channels``).
+
+Parsing is separate from resolution, and nothing a request gives is ever
+handed to git as a revision.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import semantic_version
+import nodesemver
 
 from registry.errors import InvalidRequest, ReleaseNotFound
 from registry.models import Release
@@ -27,15 +37,52 @@ from registry.models import Release
 # trailing newline.
 _TAG_SHAPE = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", re.ASCII)
 _MAX_TAG_LENGTH = 128
+_MAX_RANGE_LENGTH = 256
+_MAX_ALTERNATIVES = 16
+CHANNEL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
 WORKTREE_TAG = "worktree"
 
 
-def parse_version(tag: str) -> semantic_version.Version | None:
+@functools.total_ordering
+class Version:
+    """A SemVer 2.0 version, ordered by precedence (build metadata ignored)."""
+
+    __slots__ = ("semver", "text")
+
+    def __init__(self, semver: nodesemver.SemVer, text: str) -> None:
+        self.semver = semver
+        self.text = text
+
+    @property
+    def prerelease(self) -> bool:
+        return bool(self.semver.prerelease)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Version) and self.semver.compare(other.semver) == 0
+
+    def __lt__(self, other: Version) -> bool:
+        return bool(self.semver.compare(other.semver) < 0)
+
+    def __hash__(self) -> int:
+        return hash((self.semver.major, self.semver.minor, self.semver.patch, tuple(self.semver.prerelease)))
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Version({self.text!r})"
+
+
+def parse_version(tag: str) -> Version | None:
     """The SemVer version a tag names, or None when it is not a release tag."""
     if len(tag) > _MAX_TAG_LENGTH or not _TAG_SHAPE.fullmatch(tag):
         return None
+    text = tag[1:] if tag.startswith("v") else tag
+    precedence_part = text.split("+", 1)[0]  # build metadata may have leading zeros
+    if any(p.isdigit() and len(p) > 1 and p.startswith("0") for p in re.split(r"[.-]", precedence_part)):
+        return None  # SemVer forbids leading zeros in numeric identifiers
     try:
-        return semantic_version.Version(tag[1:] if tag.startswith("v") else tag)
+        return Version(nodesemver.make_semver(text, loose=False), text)
     except ValueError:
         return None
 
@@ -52,13 +99,37 @@ class ExactSelector:
     """One release, by its version (with or without ``v``) or the worktree name."""
 
     text: str
-    version: semantic_version.Version | None
+    version: Version | None
 
 
-Selector = LatestSelector | ExactSelector
+@dataclass(frozen=True)
+class RangeSelector:
+    """The highest release an npm-style range matches."""
+
+    text: str
+    range: nodesemver.Range
+
+    def matches(self, version: Version) -> bool:
+        """Whether ``version`` is in the range (npm's prerelease rule applies)."""
+        return bool(self.range.test(version.semver))
 
 
-def parse_selector(text: str | None) -> Selector:
+@dataclass(frozen=True)
+class ChannelSelector:
+    """A channel of the repository's channels file, by name (without ``@``)."""
+
+    name: str
+
+    @property
+    def text(self) -> str:
+        return "@" + self.name
+
+
+Selector = LatestSelector | ExactSelector | RangeSelector | ChannelSelector
+_HELP = "give an exact version (v1.2.0), a range (^1.2, ~1.2.3, >=1.1.0 <2.0.0), a channel (@production) or latest"
+
+
+def parse_selector(text: str | None, *, allow_channels: bool = True) -> Selector:
     """Parse the ``release`` a request gives; ``None`` means latest.
 
     Raises ``InvalidRequest`` for anything that is not a selector, which
@@ -70,18 +141,46 @@ def parse_selector(text: str | None) -> Selector:
     if text == WORKTREE_TAG:
         return ExactSelector(text=text, version=None)
     version = parse_version(text)
-    if version is None:
-        shown = text if len(text) <= 80 else text[:80] + "..."
+    if version is not None:
+        return ExactSelector(text=text, version=version)
+    if text.startswith("@") and allow_channels:
+        if not CHANNEL_NAME.fullmatch(text[1:]):
+            raise InvalidRequest(
+                f"channel {shorten(text)!r} is not a channel name: use 1 to 64 characters of a-z, 0-9, '_' and '-'",
+                parameter="release",
+            )
+        return ChannelSelector(text[1:])
+    return RangeSelector(text=text, range=_parse_range(text))
+
+
+def _parse_range(text: str) -> nodesemver.Range:
+    if len(text) > _MAX_RANGE_LENGTH:
         raise InvalidRequest(
-            f"release {shown!r} is not a release name: give an exact version such as 'v1.2.0' or '1.2.0', or 'latest'",
+            f"release range is {len(text)} characters; the limit is {_MAX_RANGE_LENGTH}", parameter="release"
+        )
+    alternatives = text.split("||")
+    if len(alternatives) > _MAX_ALTERNATIVES:
+        raise InvalidRequest(
+            f"release range has {len(alternatives)} alternatives; the limit is {_MAX_ALTERNATIVES}",
             parameter="release",
         )
-    return ExactSelector(text=text, version=version)
+    blank_alternative = any(not part.strip() for part in alternatives)
+    if not (text.isascii() and text.isprintable()) or text != text.strip() or blank_alternative:
+        raise InvalidRequest(f"release {shorten(text)!r} is not a release: {_HELP}", parameter="release")
+    try:
+        return nodesemver.make_range(text, loose=False)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest(f"release {shorten(text)!r} is not a release: {_HELP}", parameter="release") from exc
 
 
-def _sort_key(release: Release) -> tuple[object, str]:
+def shorten(text: str, limit: int = 80) -> str:
+    """``text``, cut to ``limit`` characters with "..." when longer (for messages)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _sort_key(release: Release) -> tuple[bool, Version | None, str]:
     version = parse_version(release.tag)
-    return (version.precedence_key if version is not None else (), release.tag)
+    return (version is not None, version, release.tag)
 
 
 @dataclass(frozen=True)
@@ -104,8 +203,22 @@ class ReleaseIndex:
         """The highest release that is not a prerelease."""
         return next((r for r in self.releases if not r.prerelease), None)
 
-    def resolve(self, selector: Selector) -> Release:
-        """The release a selector picks; ``ReleaseNotFound`` when none does."""
+    def resolve(self, selector: LatestSelector | ExactSelector | RangeSelector) -> Release:
+        """The release a selector picks; ``ReleaseNotFound`` when none does.
+
+        Channels are resolved a level up (``registry.channels``): they need
+        the channels file as well as the releases.
+        """
+        if isinstance(selector, RangeSelector):
+            for release in self.releases:  # newest first: the first match is the highest
+                version = parse_version(release.tag)
+                if version is not None and selector.matches(version):
+                    return release
+            raise ReleaseNotFound(
+                f"no release matches {shorten(selector.text)!r}",
+                requested=selector.text,
+                available=self.tags(),
+            )
         if isinstance(selector, LatestSelector):
             if self.latest is None:
                 raise ReleaseNotFound(
@@ -135,4 +248,4 @@ def release_for_tag(tag: str, commit: str) -> Release | None:
     version = parse_version(tag)
     if version is None:
         return None
-    return Release(tag=tag, version=str(version), commit=commit, prerelease=bool(version.prerelease))
+    return Release(tag=tag, version=version.text, commit=commit, prerelease=version.prerelease)

@@ -15,9 +15,10 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from registry.channels import ChannelTable
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
-from registry.models import AgentSummary, Prompt, Release
-from registry.releases import ReleaseIndex, parse_selector
+from registry.models import AgentSummary, Prompt, Release, Resolution
+from registry.releases import ChannelSelector, ReleaseIndex, parse_selector
 from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
 from registry.store import Store
@@ -29,7 +30,7 @@ _CATALOGS_KEPT = 32
 class AgentListing:
     """The agents of one release."""
 
-    release: Release
+    resolution: Resolution
     agents: list[AgentSummary]
 
 
@@ -37,15 +38,23 @@ class AgentListing:
 class AgentAnswer:
     """One agent at one release."""
 
-    release: Release
+    resolution: Resolution
     agent: LoadedAgent
+
+
+@dataclass(frozen=True)
+class ReleaseOverview:
+    """Every release, and every channel with what it points to now."""
+
+    index: ReleaseIndex
+    channels: ChannelTable
 
 
 @dataclass(frozen=True)
 class RenderAnswer:
     """A rendered prompt, with the agent and release it came from."""
 
-    release: Release
+    resolution: Resolution
     agent: LoadedAgent
     prompt: Prompt
 
@@ -66,31 +75,36 @@ class RegistryService:
         self._catalogs: LRUCache[str, ReleaseCatalog] = LRUCache(maxsize=_CATALOGS_KEPT)
         self._lock = threading.Lock()
 
-    def releases(self) -> ReleaseIndex:
-        """Every release, newest first."""
-        return self.store.releases()
+    def releases(self) -> ReleaseOverview:
+        """Every release, newest first, and the channels."""
+        return ReleaseOverview(self.store.releases(), self.store.channels())
 
-    def resolve(self, release: str | None) -> Release:
-        """The release a request names (``None``: latest)."""
+    def resolve(self, release: str | None) -> Resolution:
+        """The release a request names: ``None`` or ``latest``, an exact
+        version, a range, or a ``@channel``."""
         selector = parse_selector(release)
-        return self.store.releases().resolve(selector)
+        index = self.store.releases()
+        if isinstance(selector, ChannelSelector):
+            resolved = self.store.channels().resolve(selector.name, index)
+            return Resolution(requested=selector.text, release=resolved, channel=selector.name)
+        return Resolution(requested=selector.text, release=index.resolve(selector))
 
     def list_agents(self, *, release: str | None = None) -> AgentListing:
         """Every agent of a release, invalid ones included with their errors."""
-        resolved = self.resolve(release)
-        return AgentListing(resolved, self._catalog(resolved).summaries())
+        resolution = self.resolve(release)
+        return AgentListing(resolution, self._catalog(resolution.release).summaries())
 
     def get_agent(self, usecase: str, name: str, *, release: str | None = None) -> AgentAnswer:
         """One agent's definition at a release."""
         check_agent_name(usecase, name)
-        resolved = self.resolve(release)
-        return AgentAnswer(resolved, self._catalog(resolved).get(usecase, name))
+        resolution = self.resolve(release)
+        return AgentAnswer(resolution, self._catalog(resolution.release).get(usecase, name))
 
     def render(self, usecase: str, name: str, inputs: Any, *, release: str | None = None) -> RenderAnswer:
         """One agent rendered with ``inputs`` at a release."""
         answer = self.get_agent(usecase, name, release=release)
         prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
-        return RenderAnswer(answer.release, answer.agent, prompt)
+        return RenderAnswer(answer.resolution, answer.agent, prompt)
 
     def _catalog(self, release: Release) -> ReleaseCatalog:
         with self._lock:

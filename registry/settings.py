@@ -9,6 +9,7 @@ import time.
     REGISTRY_REPO                   (none)              git repository to serve
     REGISTRY_WORKTREE               (none)              plain directory to serve as release "worktree"
     REGISTRY_ROOT                   ai_gateway/agents   agents root inside the repository or directory
+    REGISTRY_CHANNELS_FILE          channels.yml        channels file at the root of the default branch
     REGISTRY_HOST                   127.0.0.1           address to listen on
     REGISTRY_PORT                   8080                port to listen on
     REGISTRY_WORKERS                2                   server worker processes
@@ -46,6 +47,7 @@ class Settings:
     repo: str | None = None
     worktree: str | None = None
     root: str = "ai_gateway/agents"
+    channels_file: str = "channels.yml"
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2
@@ -59,6 +61,8 @@ class Settings:
     def __post_init__(self) -> None:
         # The one place the root is normalised: stores take it as given.
         object.__setattr__(self, "root", self.root.strip("/"))
+        if not _ROOT_SHAPE.fullmatch(self.channels_file) or ".." in self.channels_file.split("/"):
+            raise ConfigurationError(f"channels file {self.channels_file!r} must be a relative path in the repository")
         if self.repo and self.worktree:
             raise ConfigurationError("give a repository or a worktree, not both")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
@@ -113,6 +117,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("repo", "REGISTRY_REPO", _text),
     ("worktree", "REGISTRY_WORKTREE", _text),
     ("root", "REGISTRY_ROOT", _text),
+    ("channels_file", "REGISTRY_CHANNELS_FILE", _text),
     ("host", "REGISTRY_HOST", _text),
     ("port", "REGISTRY_PORT", int),
     ("workers", "REGISTRY_WORKERS", int),

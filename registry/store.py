@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
+from registry.channels import ChannelTable
 from registry.models import Release
 from registry.releases import ReleaseIndex
 
@@ -52,6 +53,9 @@ class Store(Protocol):
 
     def tree(self, release: Release) -> Tree:
         """The agents root at ``release``'s commit."""
+
+    def channels(self) -> ChannelTable:
+        """The channels file as it is on the default branch now."""
 
     def close(self) -> None:
         """Release what the store holds open (processes, files)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cachetools import LRUCache
 
+from registry.channels import ChannelTable
 from registry.errors import StoreError
 from registry.models import Release
 from registry.releases import WORKTREE_TAG, ReleaseIndex
@@ -66,6 +67,10 @@ class WorktreeStore:
 
     def close(self) -> None:
         """Nothing to release; here for symmetry with ``GitStore``."""
+
+    def channels(self) -> ChannelTable:
+        """None: a worktree is a single release, with nothing to choose between."""
+        return ChannelTable(path="channels.yml", commit=None)
 
     def releases(self) -> ReleaseIndex:
         """The single ``worktree`` release, re-read if any file changed."""

@@ -12,7 +12,7 @@ from werkzeug.test import TestResponse
 
 from registry.app import openapi_document
 from registry.settings import Settings
-from tests.conftest import LibraryRepo, client_for, make_app
+from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app
 
 
 def _validate_against_openapi(path_template: str, method: str, response: TestResponse) -> None:
@@ -66,7 +66,13 @@ def test_agents_of_a_release_are_listed_sorted_with_provenance(client: FlaskClie
     response = client.get("/v1/agents?release=v1.0.0")
     body = response.get_json()
     commit = released_repo.git("rev-parse", "v1.0.0")
-    assert body["release"] == {"tag": "v1.0.0", "commit": commit}
+    assert body["release"] == {
+        "requested": "v1.0.0",
+        "tag": "v1.0.0",
+        "version": "1.0.0",
+        "commit": commit,
+        "channel": None,
+    }
     assert [(a["usecase"], a["name"]) for a in body["agents"]] == [("chat", "minimal")]
     assert response.headers["X-Registry-Release"] == "v1.0.0"
     assert response.headers["X-Registry-Commit"] == commit
@@ -252,9 +258,11 @@ def test_hostile_agent_paths_are_invalid_requests(client: FlaskClient, url: str)
         "v1.0.0~1",
         "@{-1}",
         "0123456789abcdef0123456789abcdef01234567",
-        "v1.0",
-        "1",
         "v01.0.0",
+        ">=",
+        "1.0.0 ||",
+        "|| ||",
+        "^1.0.0 <",
         "１.0.0",
         "1.0.0\n",
         " 1.0.0",
@@ -289,7 +297,7 @@ def test_non_release_tag_is_not_found_as_a_release(repo: LibraryRepo) -> None:
     client = client_for(
         repo.release("9.9.9-not-semver-because+of+plus", {"a/b.yml": "name: B\nprompt_templates:\n  user: hi\n"})
     )
-    assert client.get("/v1/releases").get_json() == {"releases": [], "latest": None}
+    assert client.get("/v1/releases").get_json() == {"releases": [], "latest": None, "channels": {}}
     _problem(client.get("/v1/agents"), 404, "release-not-found")
 
 
@@ -452,7 +460,7 @@ def test_concurrent_requests_for_different_releases_never_mix_answers(app, relea
         response = client.get(f"/v1/agents/chat/minimal?release={tag}")
         body = response.get_json()
         return (
-            body["release"] == {"tag": tag, "commit": commits[tag]}
+            (body["release"]["tag"], body["release"]["commit"]) == (tag, commits[tag])
             and response.headers["X-Registry-Commit"] == commits[tag]
             and body["definition"]["prompt_templates"]["system"] == wording[tag]
             and response.headers["ETag"] == f'"{body["digest"]}"'
@@ -658,3 +666,96 @@ def test_nondeterministic_filters_and_globals_are_not_available(repo: LibraryRep
     assert client.get("/v1/agents/a/b").status_code in (200, 422)
     response = client.post("/v1/agents/a/b/render")
     assert response.status_code == 422 and response.mimetype == "application/problem+json"
+
+
+# --- ranges and channels ------------------------------------------------------------------------
+
+
+def test_a_range_stays_on_its_major_while_new_majors_are_tagged(repo: LibraryRepo) -> None:
+    client = client_for(repo.release("v1.2.0", {"chat/minimal.yml": MINIMAL}))
+    assert client.get("/v1/agents/chat/minimal?release=^1.2").get_json()["release"] == {
+        "requested": "^1.2",
+        "tag": "v1.2.0",
+        "version": "1.2.0",
+        "commit": repo.git("rev-parse", "HEAD"),
+        "channel": None,
+    }
+    repo.release("v2.0.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "terse")})
+    response = client.get("/v1/agents/chat/minimal?release=^1.2")
+    assert response.headers["X-Registry-Release"] == "v1.2.0"
+    assert response.get_json()["definition"]["prompt_templates"]["system"] == "You are helpful."
+    repo.release("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+    assert client.get("/v1/agents/chat/minimal?release=^1.2").headers["X-Registry-Release"] == "v1.3.0"
+    assert client.get("/v1/agents/chat/minimal").headers["X-Registry-Release"] == "v2.0.0"
+
+
+def test_an_unsatisfiable_range_is_release_not_found_with_the_releases(client: FlaskClient) -> None:
+    body = _problem(client.get("/v1/agents/chat/minimal?release=^3.0.0"), 404, "release-not-found")
+    assert body["requested"] == "^3.0.0"
+    assert body["available"] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
+
+
+@pytest.mark.parametrize("release", ["^" + "1" * 10_000, " || ".join(["^1.0.0"] * 200), "||" * 2000, "^1.2 <"])
+def test_malformed_and_enormous_ranges_are_invalid_requests(client: FlaskClient, release: str) -> None:
+    body = _problem(client.get("/v1/agents", query_string={"release": release}), 400, "invalid-request")
+    assert len(json.dumps(body)) < 600
+
+
+def _with_channels(repo: LibraryRepo, text: str) -> None:
+    repo.write("channels.yml", text, under_agents=False)
+    repo.commit("channels")
+
+
+def test_channels_follow_the_channels_file_on_the_default_branch(released_repo: LibraryRepo) -> None:
+    _with_channels(released_repo, "production: v1.0.0\ncanary: ^2.0.0-0\n")
+    client = client_for(released_repo)
+    response = client.get("/v1/agents/chat/minimal?release=@production")
+    assert response.get_json()["release"]["channel"] == "production"
+    assert response.get_json()["release"]["requested"] == "@production"
+    assert response.headers["X-Registry-Release"] == "v1.0.0"
+    assert client.get("/v1/agents/chat/minimal?release=@canary").headers["X-Registry-Release"] == "v2.0.0-rc.1"
+    # Promotion is a commit to the channels file: served at once, no tag needed.
+    _with_channels(released_repo, "production: v1.1.0\ncanary: ^2.0.0-0\n")
+    assert client.get("/v1/agents/chat/minimal?release=@production").headers["X-Registry-Release"] == "v1.1.0"
+    channels = client.get("/v1/releases").get_json()["channels"]
+    assert channels["production"] == {
+        "target": "v1.1.0",
+        "tag": "v1.1.0",
+        "commit": released_repo.git("rev-parse", "v1.1.0^{commit}"),
+    }
+
+
+def test_a_channel_naming_no_release_is_reported_everywhere(released_repo: LibraryRepo) -> None:
+    _with_channels(released_repo, "production: v9.0.0\n")
+    client = client_for(released_repo)
+    body = _problem(client.get("/v1/agents?release=@production"), 404, "release-not-found")
+    assert body["target"] == "v9.0.0"
+    assert "matches no release" in client.get("/v1/releases").get_json()["channels"]["production"]["error"]
+
+
+@pytest.mark.parametrize("text", ["production: [v1\n", "- v1.0.0\n", "production: v1.0.0\nproduction: v1.1.0\n"])
+def test_an_invalid_channels_file_is_reported_and_no_channel_resolves(released_repo: LibraryRepo, text: str) -> None:
+    _with_channels(released_repo, text)
+    client = client_for(released_repo)
+    releases = client.get("/v1/releases").get_json()
+    assert releases["channel_errors"][0]["file"] == "channels.yml"
+    _problem(client.get("/v1/agents?release=@production"), 404, "release-not-found")
+    assert client.get("/v1/agents?release=v1.0.0").status_code == 200
+
+
+def test_no_channels_file_means_no_channels(client: FlaskClient) -> None:
+    assert client.get("/v1/releases").get_json()["channels"] == {}
+    body = _problem(client.get("/v1/agents?release=@production"), 404, "release-not-found")
+    assert "no channels.yml" in body["detail"]
+
+
+def test_the_channels_file_path_is_configurable(released_repo: LibraryRepo) -> None:
+    released_repo.write("deploy/channels.yaml", "production: v1.0.0\n", under_agents=False)
+    released_repo.commit("channels elsewhere")
+    client = client_for(released_repo, channels_file="deploy/channels.yaml")
+    assert client.get("/v1/agents?release=@production").headers["X-Registry-Release"] == "v1.0.0"
+
+
+@pytest.mark.parametrize("release", ["@", "@../production", "@a/b", "@Production", "@prod%00", "@" + "a" * 65, "@@x"])
+def test_channel_names_with_path_characters_are_invalid_requests(client: FlaskClient, release: str) -> None:
+    _problem(client.get("/v1/agents", query_string={"release": release}), 400, "invalid-request")

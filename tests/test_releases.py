@@ -99,7 +99,92 @@ def test_none_and_latest_select_latest() -> None:
     assert parse_selector("worktree") == ExactSelector("worktree", None)
 
 
-@pytest.mark.parametrize("text", ["HEAD", "main", "--upload-pack=x", "a" * 40, "^1.2.0", "", "v1.2.0 "])
+@pytest.mark.parametrize("text", ["HEAD", "main", "--upload-pack=x", "a" * 40, "", "v1.2.0 ", "@", "@../x", "@A"])
 def test_anything_else_is_an_invalid_request(text: str) -> None:
     with pytest.raises(InvalidRequest):
         parse_selector(text)
+
+
+# --- ranges -----------------------------------------------------------------------------------
+
+
+RANGE_TAGS = ("v1.2.0", "v1.2.5", "v1.3.0-rc.1", "v1.3.0", "v2.0.0-rc.1", "v2.0.0", "v2.1.0-beta.1")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("^1.2", "v1.3.0"),
+        ("^1.2.0", "v1.3.0"),
+        ("~1.2", "v1.2.5"),
+        ("~1.2.0", "v1.2.5"),
+        ("1.x", "v1.3.0"),
+        ("1.2.*", "v1.2.5"),
+        (">=1.1.0 <2.0.0", "v1.3.0"),
+        ("^1.2.0 || ^2.0.0", "v2.0.0"),
+        ("^2.0.0-0", "v2.0.0"),
+        (">=1.3.0-rc.0 <1.3.0", "v1.3.0-rc.1"),
+        ("~2.1.0-beta.0", "v2.1.0-beta.1"),
+        ("1.2.0 - 1.2.9", "v1.2.5"),
+        ("*", "v2.0.0"),
+        ("^v1.2.0", "v1.3.0"),  # npm accepts a v inside ranges
+        ("~>1.2", "v1.2.5"),  # and ~> as ~
+    ],
+)
+def test_a_range_resolves_to_the_highest_matching_release(text: str, expected: str) -> None:
+    assert _index(*RANGE_TAGS).resolve(parse_selector(text)).tag == expected
+
+
+def test_prereleases_only_match_a_range_that_names_one_of_the_same_version() -> None:
+    index = _index("v1.0.0", "v1.1.0-rc.1", "v2.0.0-rc.1")
+    assert index.resolve(parse_selector("^1.0.0")).tag == "v1.0.0"
+    assert index.resolve(parse_selector(">=1.1.0-rc.0")).tag == "v1.1.0-rc.1"
+    with pytest.raises(ReleaseNotFound):
+        index.resolve(parse_selector("^2.0.0"))
+
+
+def test_an_unsatisfiable_range_names_the_range_and_the_releases() -> None:
+    with pytest.raises(ReleaseNotFound) as caught:
+        _index("v1.0.0").resolve(parse_selector("^3.0.0"))
+    assert caught.value.extensions == {"requested": "^3.0.0", "available": ["v1.0.0"]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "^" + "1" * 300,
+        " || ".join(["^1.0.0"] * 17),
+        "||" * 500,
+        "^1.2.0 ||",
+        ">=",
+        "^1.2.0a",
+        "^1.2.0\x00",
+        "^1.2.0\n",
+        "１.x",
+        "x" * 10_000,
+    ],
+)
+def test_malformed_or_enormous_ranges_are_invalid_requests(text: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_selector(text)
+    assert len(caught.value.detail) < 300
+
+
+@given(
+    st.lists(versions, min_size=1, max_size=12, unique=True),
+    st.sampled_from(["^", "~", ">=", "<", ""]),
+    versions,
+)
+def test_a_resolved_range_matches_and_nothing_higher_does(tags: list[str], operator: str, bound: str) -> None:
+    index = _index(*tags)
+    selector = parse_selector(operator + bound if operator else bound.split("-")[0].rsplit(".", 1)[0] + ".x")
+    matching = [r for r in index.releases if selector.matches(parse_version(r.tag))]  # type: ignore[union-attr, arg-type]
+    if not matching:
+        with pytest.raises(ReleaseNotFound):
+            index.resolve(selector)  # type: ignore[arg-type]
+        return
+    chosen = index.resolve(selector)  # type: ignore[arg-type]
+    assert chosen == matching[0]
+    assert all(parse_version(r.tag) <= parse_version(chosen.tag) for r in matching)  # type: ignore[operator]
+    if "-" not in bound or operator == "":
+        assert not chosen.prerelease or chosen.tag.split("-")[0] == bound.split("-")[0]

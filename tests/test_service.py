@@ -17,9 +17,9 @@ def _service(repo: LibraryRepo) -> RegistryService:
 def test_every_answer_comes_from_the_resolved_release(released_repo: LibraryRepo) -> None:
     service = _service(released_repo)
     answer = service.get_agent("chat", "minimal", release="2.0.0-rc.1")
-    assert answer.release.tag == "v2.0.0-rc.1"
+    assert answer.resolution.release.tag == "v2.0.0-rc.1"
     assert answer.agent.compiled.definition["prompt_templates"]["system"] == "You are very helpful."
-    assert service.get_agent("chat", "minimal").release.tag == "v1.1.0"
+    assert service.get_agent("chat", "minimal").resolution.release.tag == "v1.1.0"
 
 
 def test_tags_on_one_commit_share_one_catalog_and_one_loaded_agent(repo: LibraryRepo) -> None:
