@@ -62,16 +62,7 @@ def _conditional(response: Response, etag: str) -> Response:
 
 @bp.get("/v1/releases")
 def list_releases() -> Response:
-    overview = _service().releases()
-    latest = overview.index.latest
-    body: dict[str, Any] = {
-        "releases": [r.as_dict() for r in overview.index.releases],
-        "latest": latest.tag if latest else None,
-        "channels": overview.channels.describe(overview.index),
-    }
-    if overview.channels.problems:
-        body["channel_errors"] = [p.as_dict() for p in overview.channels.problems]
-    return jsonify(body)
+    return jsonify(_service().releases().as_dict())
 
 
 @bp.get("/v1/agents")

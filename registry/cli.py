@@ -1,48 +1,88 @@
 """The ``prompt-registry`` command.
 
 Subcommands call the service (or, for ``serve``, start the server) directly;
-the CLI never talks to a registry over HTTP.
+the CLI never talks to a registry over HTTP. Exit codes: 0 success, 1 the
+thing asked for does not exist (a release, a channel), 2 bad usage or
+configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from registry.app import open_store
-from registry.errors import ConfigurationError, RegistryError
+from registry.app import build_service, open_store
+from registry.errors import ConfigurationError, NotFound, RegistryError
+from registry.service import RegistryService
 from registry.settings import Settings
+
+
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--repo", metavar="PATH", help="git repository whose release tags are served [REGISTRY_REPO]")
+    source.add_argument(
+        "--worktree", metavar="DIR", help="plain directory served as one release named 'worktree' [REGISTRY_WORKTREE]"
+    )
+    parser.add_argument("--root", help="agents root inside the repository (default ai_gateway/agents) [REGISTRY_ROOT]")
+    parser.add_argument(
+        "--channels-file", help="channels file on the default branch (default channels.yml) [REGISTRY_CHANNELS_FILE]"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prompt-registry",
-        description="A git-native, release-pinned registry of agent prompt definitions.",
+        description="A git-native, release-pinned registry of agent prompt definitions."
+        " Every option falls back to its environment variable (REGISTRY_REPO, ...).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
         help="serve a repository (or a directory) over HTTP",
         description="Serve agent definitions over HTTP under gunicorn. With neither --repo nor"
-        " --worktree, the bundled library/ is served as the release 'worktree'."
-        " Every option falls back to its environment variable (REGISTRY_REPO, ...).",
+        " --worktree, the bundled library/ is served as the release 'worktree'.",
     )
-    source = serve.add_mutually_exclusive_group()
-    source.add_argument("--repo", metavar="PATH", help="git repository whose release tags are served [REGISTRY_REPO]")
-    source.add_argument(
-        "--worktree", metavar="DIR", help="plain directory served as one release named 'worktree' [REGISTRY_WORKTREE]"
-    )
-    serve.add_argument("--root", help="agents root inside the repository (default ai_gateway/agents) [REGISTRY_ROOT]")
-    serve.add_argument(
-        "--channels-file", help="channels file on the default branch (default channels.yml) [REGISTRY_CHANNELS_FILE]"
-    )
+    _add_source_options(serve)
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
     serve.add_argument("--port", type=int, help="port to listen on (default 8080) [REGISTRY_PORT]")
     serve.add_argument("--workers", type=int, help="worker processes (default 2) [REGISTRY_WORKERS]")
     serve.add_argument("--threads", type=int, help="threads per worker (default 4) [REGISTRY_THREADS]")
+
+    releases = commands.add_parser(
+        "releases",
+        help="list releases and channels",
+        description="List the releases, newest first, marking prereleases and the latest release,"
+        " with the channels that point to each; then any channel that cannot be resolved.",
+    )
+    _add_source_options(releases)
+    releases.add_argument("--json", action="store_true", help="print the same JSON as GET /v1/releases")
+
+    resolve = commands.add_parser(
+        "resolve",
+        help="print the release a version, range or channel resolves to",
+        description="Print the tag and commit that RELEASE resolves to now: an exact version,"
+        " an npm-style range (^1.2, ~1.2.3, >=1.1.0 <2.0.0) or a channel (@production).",
+    )
+    resolve.add_argument("release", metavar="RELEASE")
+    _add_source_options(resolve)
+    resolve.add_argument("--json", action="store_true", help="print the resolution as JSON")
     return parser
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    # A source given on the command line replaces the other one's environment
+    # variable ("" clears it; None means "not given").
+    return Settings.from_env(
+        repo=args.repo if args.repo else ("" if args.worktree else None),
+        worktree=args.worktree if args.worktree else ("" if args.repo else None),
+        root=args.root,
+        channels_file=args.channels_file,
+        **extra,
+    )
 
 
 def _serve(settings: Settings) -> int:
@@ -67,29 +107,66 @@ def _serve(settings: Settings) -> int:
     return 0
 
 
+def _releases(service: RegistryService, *, as_json: bool) -> int:
+    overview = service.releases()
+    if as_json:
+        print(json.dumps(overview.as_dict(), indent=2))
+        return 0
+    channels = overview.channels.describe(overview.index)
+    latest = overview.index.latest
+    if not overview.index.releases:
+        print("no releases: tag a commit with a version such as v1.0.0")
+    pointing: dict[str, list[str]] = {}
+    for name, entry in channels.items():
+        if "tag" in entry:
+            pointing.setdefault(entry["tag"], []).append("@" + name)
+    width = max((len(r.tag) for r in overview.index.releases), default=3)
+    for release in overview.index.releases:
+        marks = [*pointing.get(release.tag, [])]
+        if latest is not None and release.tag == latest.tag:
+            marks.insert(0, "latest")
+        if release.prerelease:
+            marks.insert(0, "prerelease")
+        print(f"{release.tag:<{width}}  {release.commit[:12]}  {' '.join(marks)}".rstrip())
+    for name, entry in channels.items():
+        if "error" in entry:
+            print(f"@{name}: {entry['error']}", file=sys.stderr)
+    for problem in overview.channels.problems:
+        where = f"{problem.file}:{problem.line}" if problem.line else str(problem.file)
+        print(f"{where}: {problem.message}", file=sys.stderr)
+    return 0
+
+
+def _resolve(service: RegistryService, release: str, *, as_json: bool) -> int:
+    resolution = service.resolve(release)
+    if as_json:
+        print(json.dumps(resolution.as_dict(), indent=2))
+    else:
+        print(f"{resolution.release.tag}\t{resolution.release.commit}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prompt-registry`` console script."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
-            # A source given on the command line replaces the other one's
-            # environment variable ("" clears it; None means "not given").
-            settings = Settings.from_env(
-                repo=args.repo if args.repo else ("" if args.worktree else None),
-                worktree=args.worktree if args.worktree else ("" if args.repo else None),
-                root=args.root,
-                channels_file=args.channels_file,
-                host=args.host,
-                port=args.port,
-                workers=args.workers,
-                threads=args.threads,
-            )
+            settings = _settings(args, host=args.host, port=args.port, workers=args.workers, threads=args.threads)
             return _serve(settings)
+        service = build_service(_settings(args))
+        try:
+            if args.command == "releases":
+                return _releases(service, as_json=args.json)
+            return _resolve(service, args.release, as_json=args.json)
+        finally:
+            service.store.close()
+    except NotFound as exc:
+        print(f"prompt-registry: {exc}", file=sys.stderr)
+        return 1
     except (ConfigurationError, RegistryError) as exc:
         print(f"prompt-registry: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -49,6 +49,18 @@ class ReleaseOverview:
     index: ReleaseIndex
     channels: ChannelTable
 
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``GET /v1/releases``."""
+        latest = self.index.latest
+        body: dict[str, Any] = {
+            "releases": [r.as_dict() for r in self.index.releases],
+            "latest": latest.tag if latest else None,
+            "channels": self.channels.describe(self.index),
+        }
+        if self.channels.problems:
+            body["channel_errors"] = [p.as_dict() for p in self.channels.problems]
+        return body
+
 
 @dataclass(frozen=True)
 class RenderAnswer:

@@ -165,3 +165,47 @@ def test_a_chunked_body_over_the_limit_is_refused_not_truncated(released_repo: L
         assert status == 413 and problem["type"] == "/problems/payload-too-large"
         status, answer = post_chunked(valid + b" " * 600)
         assert status == 200 and answer["messages"][1]["content"] == "Question: Why?"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], env=_clean_environment(), capture_output=True, text=True, timeout=60)
+
+
+def _with_channels(repo: LibraryRepo) -> LibraryRepo:
+    repo.write("channels.yml", "production: v1.0.0\ncanary: ^2.0.0-0\nbroken: v9.0.0\n", under_agents=False)
+    repo.commit("channels")
+    return repo
+
+
+def test_releases_lists_tags_with_marks_and_channels(released_repo: LibraryRepo) -> None:
+    result = _cli("releases", "--repo", str(_with_channels(released_repo).path))
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()]
+    assert [line[0] for line in lines] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
+    assert lines[0][2:] == ["prerelease", "@canary"]
+    assert lines[1][2:] == ["latest"]
+    assert lines[2][2:] == ["@production"]
+    assert "@broken: channel 'broken' points to 'v9.0.0', which matches no release" in result.stderr
+
+
+def test_releases_json_is_the_api_shape(released_repo: LibraryRepo) -> None:
+    result = _cli("releases", "--json", "--repo", str(released_repo.path))
+    body = json.loads(result.stdout)
+    assert body["latest"] == "v1.1.0" and body["channels"] == {}
+    assert [r["tag"] for r in body["releases"]] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
+
+
+def test_resolve_prints_the_tag_and_commit_of_a_range_or_channel(released_repo: LibraryRepo) -> None:
+    repo = _with_channels(released_repo)
+    result = _cli("resolve", "^1.0", "--repo", str(repo.path))
+    assert result.stdout.split() == ["v1.1.0", repo.git("rev-parse", "v1.1.0^{commit}")]
+    resolution = json.loads(_cli("resolve", "@canary", "--json", "--repo", str(repo.path)).stdout)
+    assert (resolution["tag"], resolution["channel"], resolution["requested"]) == ("v2.0.0-rc.1", "canary", "@canary")
+
+
+def test_resolve_exits_1_when_nothing_matches_and_2_when_the_release_is_malformed(released_repo: LibraryRepo) -> None:
+    missing = _cli("resolve", "^7", "--repo", str(released_repo.path))
+    assert missing.returncode == 1 and "no release matches '^7'" in missing.stderr
+    malformed = _cli("resolve", "HEAD~1", "--repo", str(released_repo.path))
+    assert malformed.returncode == 2 and "is not a release" in malformed.stderr
+    assert "Traceback" not in missing.stderr + malformed.stderr
