@@ -17,6 +17,7 @@ from registry.safeyaml import YamlLimits
 from registry.service import RegistryService
 from registry.settings import Settings
 from registry.store import Store
+from registry.tagmemory import FileTagMemory, InMemoryTagMemory
 from registry.worktree import WorktreeStore
 
 OPENAPI_FILE = Path(__file__).resolve().parent / "openapi.yaml"
@@ -25,7 +26,8 @@ OPENAPI_FILE = Path(__file__).resolve().parent / "openapi.yaml"
 def open_store(settings: Settings) -> Store:
     """The store the settings name: a git repository, or a directory."""
     if settings.repo:
-        return GitStore(settings.repo, root=settings.root, channels_file=settings.channels_file)
+        memory = FileTagMemory(settings.data_dir) if settings.data_dir else InMemoryTagMemory()
+        return GitStore(settings.repo, root=settings.root, channels_file=settings.channels_file, tag_memory=memory)
     return WorktreeStore(settings.served_worktree, root=settings.root)
 
 

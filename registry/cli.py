@@ -31,6 +31,9 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--channels-file", help="channels file on the default branch (default channels.yml) [REGISTRY_CHANNELS_FILE]"
     )
+    parser.add_argument(
+        "--data-dir", help="where to remember the commit each tag was first seen at [REGISTRY_DATA_DIR]"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +84,7 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
         worktree=args.worktree if args.worktree else ("" if args.repo else None),
         root=args.root,
         channels_file=args.channels_file,
+        data_dir=args.data_dir,
         **extra,
     )
 

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import git
 from cachetools import LRUCache
@@ -25,6 +25,7 @@ from registry.channels import ChannelTable
 from registry.errors import StoreError
 from registry.models import Release
 from registry.releases import ReleaseIndex, parse_version, release_for_tag
+from registry.tagmemory import InMemoryTagMemory, TagMemory
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,17 @@ class GitTree:
 class GitStore:
     """A git repository on disk (bare or not), used read-only."""
 
-    def __init__(self, path: str | os.PathLike[str], *, root: str, channels_file: str = "channels.yml") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        root: str,
+        channels_file: str = "channels.yml",
+        tag_memory: TagMemory | None = None,
+    ) -> None:
         self.root = root
+        self._tag_memory = tag_memory or InMemoryTagMemory()
+        self._moves_reported: set[tuple[str, str]] = set()
         self._channels_file = channels_file
         self._channels: ChannelTable | None = None
         try:
@@ -169,7 +179,7 @@ class GitStore:
         return tuple(marks)
 
     def _list_releases(self) -> ReleaseIndex:
-        releases = []
+        observed: dict[str, str] = {}
         try:
             tags = list(self._repo.tags)
         except (git.GitError, OSError, ValueError) as exc:
@@ -189,9 +199,25 @@ class GitStore:
                 continue
             except (git.GitError, OSError) as exc:
                 raise StoreError("cannot read the repository's objects") from exc
-            release = release_for_tag(tag.name, commit)
-            if release is not None:
-                releases.append(release)
+            observed[tag.name] = commit
+        first_seen = self._tag_memory.remember(observed)
+        releases = []
+        for name, commit in observed.items():
+            release = release_for_tag(name, first_seen[name])
+            if release is None:
+                continue
+            if commit != first_seen[name]:
+                release = replace(release, moved_to=commit)
+                if (name, commit) not in self._moves_reported:
+                    self._moves_reported.add((name, commit))
+                    log.warning(
+                        "tag %s was moved from %s to %s; still serving %s (release tags are immutable)",
+                        name,
+                        first_seen[name],
+                        commit,
+                        first_seen[name],
+                    )
+            releases.append(release)
         return ReleaseIndex.from_releases(releases)
 
     def _require_readable(self, tag: git.TagReference) -> None:

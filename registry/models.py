@@ -47,14 +47,20 @@ class Release:
     version: str | None
     commit: str
     prerelease: bool = False
+    moved_to: str | None = None
+    """Set when the tag now points elsewhere; ``commit`` stays the first-seen one."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "tag": self.tag,
             "version": self.version,
             "commit": self.commit,
             "prerelease": self.prerelease,
+            "moved": self.moved_to is not None,
         }
+        if self.moved_to is not None:
+            out["moved_to"] = self.moved_to
+        return out
 
 
 @dataclass(frozen=True)

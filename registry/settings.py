@@ -10,6 +10,7 @@ import time.
     REGISTRY_WORKTREE               (none)              plain directory to serve as release "worktree"
     REGISTRY_ROOT                   ai_gateway/agents   agents root inside the repository or directory
     REGISTRY_CHANNELS_FILE          channels.yml        channels file at the root of the default branch
+    REGISTRY_DATA_DIR               (none)              where the registry keeps state (first-seen tag commits)
     REGISTRY_HOST                   127.0.0.1           address to listen on
     REGISTRY_PORT                   8080                port to listen on
     REGISTRY_WORKERS                2                   server worker processes
@@ -48,6 +49,7 @@ class Settings:
     worktree: str | None = None
     root: str = "ai_gateway/agents"
     channels_file: str = "channels.yml"
+    data_dir: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2
@@ -118,6 +120,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("worktree", "REGISTRY_WORKTREE", _text),
     ("root", "REGISTRY_ROOT", _text),
     ("channels_file", "REGISTRY_CHANNELS_FILE", _text),
+    ("data_dir", "REGISTRY_DATA_DIR", _text),
     ("host", "REGISTRY_HOST", _text),
     ("port", "REGISTRY_PORT", int),
     ("workers", "REGISTRY_WORKERS", int),

@@ -56,6 +56,7 @@ def test_releases_are_listed_newest_first_with_latest_non_prerelease(
         "version": "2.0.0-rc.1",
         "commit": released_repo.git("rev-parse", "v2.0.0-rc.1^{commit}"),
         "prerelease": True,
+        "moved": False,
     }
     # an annotated tag is reported with its commit, not the tag object
     assert body["releases"][1]["commit"] == released_repo.git("rev-parse", "v1.1.0^{commit}")
