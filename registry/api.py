@@ -13,10 +13,11 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.routing import PathConverter
 
-from registry.errors import InvalidRequest, NotFound, PayloadTooLarge
+from registry.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from registry.models import Resolution
 from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
 from registry.service import RegistryService
+from registry.webhooks import is_authentic
 
 bp = Blueprint("api", __name__)
 
@@ -109,6 +110,25 @@ def malformed_agent_path(rest: str) -> Response:
         "agent paths are /v1/agents/<usecase>/<name> and /v1/agents/<usecase>/<name>/render;"
         " usecase and name may not contain '/'"
     )
+
+
+@bp.post("/v1/hooks/git")
+def git_hook() -> Response:
+    secret = current_app.config.get("REGISTRY_WEBHOOK_SECRET")
+    service = _service()
+    if not secret or service.syncer is None:
+        raise NotFound("webhooks are not enabled: serve a --remote with --webhook-secret")
+    if not is_authentic(request.headers, request.get_data(cache=False), secret):
+        raise Unauthorized("the webhook secret is missing or wrong")
+    service.request_sync()
+    response = jsonify({"status": "accepted"})
+    response.status_code = 202
+    return response
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    return jsonify(_service().readiness())
 
 
 @bp.get("/healthz")

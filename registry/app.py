@@ -10,7 +10,9 @@ import yaml
 from flask import Flask
 
 from registry.api import OPENAPI_KEY, SERVICE_KEY, MalformedAgentPathConverter, bp
+from registry.errors import StoreError
 from registry.gitstore import GitStore
+from registry.mirror import GitMirror, Syncer, SyncError
 from registry.problems import register_error_handlers
 from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
@@ -23,18 +25,39 @@ from registry.worktree import WorktreeStore
 OPENAPI_FILE = Path(__file__).resolve().parent / "openapi.yaml"
 
 
-def open_store(settings: Settings) -> Store:
-    """The store the settings name: a git repository, or a directory."""
-    if settings.repo:
+def open_mirror(settings: Settings) -> GitMirror | None:
+    """The local mirror of the configured remote (created empty if new), or None."""
+    if not settings.remote or not settings.data_dir:
+        return None
+    mirror = GitMirror(settings.remote, Path(settings.data_dir) / "mirror.git")
+    try:
+        mirror.ensure()
+    except SyncError as exc:
+        raise StoreError(str(exc)) from exc
+    return mirror
+
+
+def open_store(settings: Settings, mirror: GitMirror | None = None) -> Store:
+    """The store the settings name: a repository (or a remote's mirror), or a directory."""
+    repository = str(mirror.directory) if mirror is not None else settings.repo
+    if repository:
         memory = FileTagMemory(settings.data_dir) if settings.data_dir else InMemoryTagMemory()
-        return GitStore(settings.repo, root=settings.root, channels_file=settings.channels_file, tag_memory=memory)
+        return GitStore(repository, root=settings.root, channels_file=settings.channels_file, tag_memory=memory)
     return WorktreeStore(settings.served_worktree, root=settings.root)
 
 
 def build_service(settings: Settings) -> RegistryService:
-    """The service over the configured store, with the configured limits."""
+    """The service over the configured store, with the configured limits.
+
+    With a remote, the service has a ``Syncer`` that has not started yet.
+    """
+    mirror = open_mirror(settings)
+    syncer = None
+    if mirror is not None and settings.data_dir:
+        syncer = Syncer(mirror, interval=settings.sync_interval, data_dir=settings.data_dir)
     return RegistryService(
-        open_store(settings),
+        open_store(settings, mirror),
+        syncer=syncer,
         yaml_limits=YamlLimits(max_bytes=settings.max_definition_bytes),
         render_limits=RenderLimits(max_output_bytes=settings.max_render_bytes, max_seconds=settings.max_render_seconds),
     )
@@ -58,7 +81,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.url_map.converters["malformed_agent_path"] = MalformedAgentPathConverter
     app.json.sort_keys = False  # type: ignore[attr-defined]  # definitions keep their key order
     app.json.ensure_ascii = False  # type: ignore[attr-defined]
-    app.extensions[SERVICE_KEY] = build_service(settings)
+    service = build_service(settings)
+    if service.syncer is not None:
+        service.syncer.start()
+    app.extensions[SERVICE_KEY] = service
+    app.config["REGISTRY_WEBHOOK_SECRET"] = settings.webhook_secret
     app.extensions[OPENAPI_KEY] = openapi_document()
     app.register_blueprint(bp)
     register_error_handlers(app)

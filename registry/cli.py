@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from registry.app import build_service, open_store
+from registry.app import build_service
 from registry.errors import ConfigurationError, NotFound, RegistryError
 from registry.service import RegistryService
 from registry.settings import Settings
@@ -27,6 +29,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--worktree", metavar="DIR", help="plain directory served as one release named 'worktree' [REGISTRY_WORKTREE]"
     )
+    source.add_argument("--remote", metavar="URL", help="git URL to mirror and serve [REGISTRY_REMOTE]")
     parser.add_argument("--root", help="agents root inside the repository (default ai_gateway/agents) [REGISTRY_ROOT]")
     parser.add_argument(
         "--channels-file", help="channels file on the default branch (default channels.yml) [REGISTRY_CHANNELS_FILE]"
@@ -54,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on (default 8080) [REGISTRY_PORT]")
     serve.add_argument("--workers", type=int, help="worker processes (default 2) [REGISTRY_WORKERS]")
     serve.add_argument("--threads", type=int, help="threads per worker (default 4) [REGISTRY_THREADS]")
+    serve.add_argument(
+        "--sync-interval", type=float, help="seconds between fetches (default 60) [REGISTRY_SYNC_INTERVAL]"
+    )
+    serve.add_argument("--webhook-secret", help="secret for POST /v1/hooks/git [REGISTRY_WEBHOOK_SECRET]")
 
     releases = commands.add_parser(
         "releases",
@@ -77,14 +84,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    data_dir = args.data_dir
+    if (args.remote or os.environ.get("REGISTRY_REMOTE")) and not (data_dir or os.environ.get("REGISTRY_DATA_DIR")):
+        data_dir = tempfile.mkdtemp(prefix="prompt-registry-")
+        logging.getLogger("registry").warning(
+            "no --data-dir: mirroring into %s, and tag memory will not survive a restart", data_dir
+        )
     # A source given on the command line replaces the other one's environment
     # variable ("" clears it; None means "not given").
     return Settings.from_env(
-        repo=args.repo if args.repo else ("" if args.worktree else None),
-        worktree=args.worktree if args.worktree else ("" if args.repo else None),
+        repo=args.repo if args.repo else ("" if args.worktree or args.remote else None),
+        worktree=args.worktree if args.worktree else ("" if args.repo or args.remote else None),
+        remote=args.remote if args.remote else ("" if args.repo or args.worktree else None),
         root=args.root,
         channels_file=args.channels_file,
-        data_dir=args.data_dir,
+        data_dir=data_dir,
         **extra,
     )
 
@@ -93,12 +107,13 @@ def _serve(settings: Settings) -> int:
     from registry.server import RegistryServer
 
     # Open the store once before forking, so that a wrong path fails here
-    # with a clear message rather than in every worker.
-    store = open_store(settings)
+    # with a clear message rather than in every worker (and a new mirror is
+    # created once, not raced by the workers).
+    service = build_service(settings)
     try:
-        count = len(store.releases().releases)
+        count = len(service.store.releases().releases)
     finally:
-        store.close()
+        service.close()
     logging.getLogger("registry").info(
         "serving %s (%d release%s) on http://%s:%d",
         settings.source_description,
@@ -156,7 +171,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
-            settings = _settings(args, host=args.host, port=args.port, workers=args.workers, threads=args.threads)
+            settings = _settings(
+                args,
+                host=args.host,
+                port=args.port,
+                workers=args.workers,
+                threads=args.threads,
+                sync_interval=args.sync_interval,
+                webhook_secret=args.webhook_secret,
+            )
             return _serve(settings)
         service = build_service(_settings(args))
         try:

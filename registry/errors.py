@@ -15,6 +15,8 @@ classes.
     ├── InvalidDefinition     invalid-definition  422  errors: [Issue]
     ├── InvalidInputs         invalid-inputs      422  errors: [Issue]
     ├── RenderError           render-error        422
+    ├── Unauthorized          unauthorized        401  (a webhook without the right secret)
+    ├── NotReady              not-ready           503  (no successful sync yet)
     ├── StoreError            store-unavailable   503  (the repository cannot be read)
     └── ConfigurationError    (startup only)           (also ValueError)
 
@@ -120,6 +122,22 @@ class RenderError(RegistryError):
     status = 422
 
 
+class Unauthorized(RegistryError):
+    """The request lacks valid credentials (a webhook secret)."""
+
+    slug = "unauthorized"
+    title = "Unauthorized"
+    status = 401
+
+
+class NotReady(RegistryError):
+    """The registry cannot serve yet: no successful sync from its remote."""
+
+    slug = "not-ready"
+    title = "Not ready"
+    status = 503
+
+
 class StoreError(RegistryError):
     """The repository could not be read."""
 
@@ -139,6 +157,8 @@ ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
         InvalidDefinition,
         InvalidInputs,
         RenderError,
+        Unauthorized,
+        NotReady,
         StoreError,
     )
 }

@@ -50,6 +50,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "render-error": "Rendering failed: an undefined variable, a missing include, a sandbox violation or a size limit.",
     "method-not-allowed": "The route exists but not for this HTTP method.",
     "store-unavailable": "The registry cannot read its repository right now.",
+    "unauthorized": "The request needs a valid secret or token.",
+    "not-ready": "The registry has not synced from its remote yet; it will answer once it has.",
     "internal-error": "An unexpected error; it has been logged.",
 }
 

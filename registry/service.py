@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from cachetools import LRUCache
 
 from registry.channels import ChannelTable
+from registry.errors import NotFound, NotReady
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
+from registry.mirror import Syncer
 from registry.models import AgentSummary, Prompt, Release, Resolution
 from registry.releases import ChannelSelector, ReleaseIndex, parse_selector
 from registry.rendering import RenderLimits
@@ -78,10 +81,12 @@ class RegistryService:
         self,
         store: Store,
         *,
+        syncer: Syncer | None = None,
         yaml_limits: YamlLimits = YamlLimits(),
         render_limits: RenderLimits = RenderLimits(),
     ) -> None:
         self.store = store
+        self.syncer = syncer
         self._yaml_limits = yaml_limits
         self._render_limits = render_limits
         self._catalogs: LRUCache[str, ReleaseCatalog] = LRUCache(maxsize=_CATALOGS_KEPT)
@@ -118,6 +123,38 @@ class RegistryService:
         prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
         return RenderAnswer(answer.resolution, answer.agent, prompt)
 
+    def readiness(self) -> dict[str, Any]:
+        """What ``/readyz`` reports; ``NotReady`` before the first successful sync."""
+        moved = [
+            {"tag": r.tag, "serving": r.commit, "moved_to": r.moved_to}
+            for r in self.store.releases().releases
+            if r.moved_to is not None
+        ]
+        if self.syncer is None:
+            return {"status": "ready", "moved_tags": moved}
+        status = self.syncer.status()
+        sync = {
+            "remote": status.remote,
+            "last_success": _timestamp(status.last_success),
+            "last_attempt": _timestamp(status.last_attempt),
+            "last_error": status.last_error,
+        }
+        if not status.synced:
+            raise NotReady("no successful sync from the remote yet", sync=sync)
+        return {"status": "ready", "sync": sync, "moved_tags": moved}
+
+    def request_sync(self) -> None:
+        """Fetch from the remote soon (a push notification arrived)."""
+        if self.syncer is None:
+            raise NotFound("this registry serves no remote, so there is nothing to sync")
+        self.syncer.trigger()
+
+    def close(self) -> None:
+        """Stop syncing and release the store."""
+        if self.syncer is not None:
+            self.syncer.stop()
+        self.store.close()
+
     def _catalog(self, release: Release) -> ReleaseCatalog:
         with self._lock:
             catalog = self._catalogs.get(release.commit)
@@ -132,3 +169,9 @@ class RegistryService:
         )
         with self._lock:
             return self._catalogs.setdefault(release.commit, catalog)
+
+
+def _timestamp(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds")

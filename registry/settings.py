@@ -8,6 +8,9 @@ import time.
     variable                        default             meaning
     REGISTRY_REPO                   (none)              git repository to serve
     REGISTRY_WORKTREE               (none)              plain directory to serve as release "worktree"
+    REGISTRY_REMOTE                 (none)              git URL to mirror into the data directory and serve
+    REGISTRY_SYNC_INTERVAL          60                  seconds between fetches from the remote
+    REGISTRY_WEBHOOK_SECRET         (none)              enables POST /v1/hooks/git with this secret
     REGISTRY_ROOT                   ai_gateway/agents   agents root inside the repository or directory
     REGISTRY_CHANNELS_FILE          channels.yml        channels file at the root of the default branch
     REGISTRY_DATA_DIR               (none)              where the registry keeps state (first-seen tag commits)
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.errors import ConfigurationError
+from registry.mirror import redact
 
 BUNDLED_LIBRARY = Path(__file__).resolve().parent.parent / "library"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -47,6 +51,9 @@ class Settings:
 
     repo: str | None = None
     worktree: str | None = None
+    remote: str | None = None
+    sync_interval: float = 60.0
+    webhook_secret: str | None = None
     root: str = "ai_gateway/agents"
     channels_file: str = "channels.yml"
     data_dir: str | None = None
@@ -65,8 +72,12 @@ class Settings:
         object.__setattr__(self, "root", self.root.strip("/"))
         if not _ROOT_SHAPE.fullmatch(self.channels_file) or ".." in self.channels_file.split("/"):
             raise ConfigurationError(f"channels file {self.channels_file!r} must be a relative path in the repository")
-        if self.repo and self.worktree:
-            raise ConfigurationError("give a repository or a worktree, not both")
+        if sum(bool(source) for source in (self.repo, self.worktree, self.remote)) > 1:
+            raise ConfigurationError("give one of a repository, a remote or a worktree")
+        if self.remote and not self.data_dir:
+            raise ConfigurationError("a remote needs a data directory to keep its mirror in (--data-dir)")
+        if not 1 <= self.sync_interval <= 86400:
+            raise ConfigurationError("sync interval must be between 1 and 86400 seconds")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
             raise ConfigurationError(f"root {self.root!r} must be a relative path inside the repository")
         for name in ("port", "workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
@@ -84,6 +95,8 @@ class Settings:
         """What is served, for logs and the startup line."""
         if self.repo:
             return f"git repository {self.repo}"
+        if self.remote:
+            return f"mirror of {redact(self.remote)}"
         return f"worktree {self.served_worktree}"
 
     @property
@@ -118,6 +131,9 @@ def _text(raw: str) -> str:
 _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("repo", "REGISTRY_REPO", _text),
     ("worktree", "REGISTRY_WORKTREE", _text),
+    ("remote", "REGISTRY_REMOTE", _text),
+    ("sync_interval", "REGISTRY_SYNC_INTERVAL", float),
+    ("webhook_secret", "REGISTRY_WEBHOOK_SECRET", lambda raw: raw),
     ("root", "REGISTRY_ROOT", _text),
     ("channels_file", "REGISTRY_CHANNELS_FILE", _text),
     ("data_dir", "REGISTRY_DATA_DIR", _text),

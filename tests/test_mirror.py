@@ -1,0 +1,281 @@
+"""Serving a remote through a local mirror: sync, webhooks, readiness, faults."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from registry.mirror import GitMirror, SyncError, redact
+from registry.settings import Settings
+from tests.conftest import MINIMAL, LibraryRepo, make_app
+
+SECRET = "hook-secret"
+
+
+class Upstream:
+    """A bare 'remote' repository, and a working clone that pushes to it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.work = LibraryRepo(tmp_path / "work")
+        self.bare = tmp_path / "upstream.git"
+        self.work.git("init", "-q", "--bare", "-b", "main", str(self.bare))
+        self.work.git("remote", "add", "origin", str(self.bare))
+        self.url = self.bare.as_uri()
+
+    def publish(self, tag: str, files: dict[str, str]) -> None:
+        self.work.release(tag, files)
+        self.work.git("push", "-q", "--force", "origin", "main", "--tags")
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Upstream:
+    remote = Upstream(tmp_path)
+    remote.publish("v1.2.0", {"chat/minimal.yml": MINIMAL})
+    return remote
+
+
+@pytest.fixture
+def make_mirror_app(tmp_path: Path) -> Iterator[Callable[..., Flask]]:
+    apps: list[Flask] = []
+
+    def build(url: str, **settings: object) -> Flask:
+        defaults: dict[str, object] = {"data_dir": str(tmp_path / f"data{len(apps)}"), "sync_interval": 3600}
+        app = make_app(Settings(remote=url, **{**defaults, **settings}))  # type: ignore[arg-type]
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.extensions["prompt_registry.service"].close()
+
+
+def _eventually(check: Callable[[], bool], *, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
+
+
+def _tags(client: FlaskClient) -> list[str]:
+    return [r["tag"] for r in client.get("/v1/releases").get_json()["releases"]]
+
+
+def _ready(client: FlaskClient) -> bool:
+    return client.get("/readyz").status_code == 200
+
+
+def test_the_first_sync_makes_the_registry_ready(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    client = make_mirror_app(upstream.url).test_client()
+    _eventually(lambda: _ready(client))
+    body = client.get("/readyz").get_json()
+    assert body["sync"]["remote"] == upstream.url and body["sync"]["last_error"] is None
+    assert _tags(client) == ["v1.2.0"]
+    assert client.get("/v1/agents/chat/minimal?release=^1.2").headers["X-Registry-Release"] == "v1.2.0"
+
+
+def test_a_pushed_tag_appears_right_after_a_webhook(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    client = make_mirror_app(upstream.url, webhook_secret=SECRET).test_client()
+    _eventually(lambda: _ready(client))
+    upstream.publish("v2.0.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "terse")})
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+    assert _tags(client) == ["v1.2.0"]  # nothing fetched yet: the interval is an hour
+    response = client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET}, data=b"{}")
+    assert response.status_code == 202
+    _eventually(lambda: "v1.3.0" in _tags(client), seconds=10)
+    pinned = client.get("/v1/agents/chat/minimal?release=^1.2")
+    assert pinned.headers["X-Registry-Release"] == "v1.3.0"
+    assert pinned.get_json()["definition"]["prompt_templates"]["system"] == "You are kind."
+
+
+def test_new_tags_appear_within_one_sync_interval(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    client = make_mirror_app(upstream.url, sync_interval=1).test_client()
+    _eventually(lambda: _ready(client))
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL})
+    _eventually(lambda: "v1.3.0" in _tags(client), seconds=10)
+
+
+def test_channels_are_read_from_the_remotes_default_branch(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask]
+) -> None:
+    upstream.work.write("channels.yml", "production: v1.2.0\n", under_agents=False)
+    upstream.publish("v1.2.1", {})
+    client = make_mirror_app(upstream.url).test_client()
+    _eventually(lambda: _ready(client))
+    assert client.get("/v1/agents?release=@production").headers["X-Registry-Release"] == "v1.2.0"
+
+
+def test_a_force_moved_and_a_deleted_tag_upstream(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+    app = make_mirror_app(upstream.url, webhook_secret=SECRET)
+    client = app.test_client()
+    _eventually(lambda: _ready(client))
+    first = upstream.work.git("rev-parse", "v1.2.0")
+    upstream.work.write("chat/minimal.yml", MINIMAL.replace("helpful", "sneaky"))
+    moved = upstream.work.commit("rewrite")
+    upstream.work.git("tag", "-f", "v1.2.0", moved)
+    upstream.work.git("push", "-q", "--force", "origin", "main", "--tags")
+    upstream.work.git("push", "-q", "origin", ":refs/tags/v1.3.0")
+    client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET})
+    _eventually(lambda: "v1.3.0" not in _tags(client))
+    response = client.get("/v1/agents/chat/minimal?release=v1.2.0")
+    assert response.headers["X-Registry-Commit"] == first
+    assert response.get_json()["definition"]["prompt_templates"]["system"] == "You are helpful."
+    assert client.get("/readyz").get_json()["moved_tags"] == [{"tag": "v1.2.0", "serving": first, "moved_to": moved}]
+
+
+def test_an_unreachable_remote_is_not_ready_and_hides_its_credentials(
+    make_mirror_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://deploy:s3cret-token@127.0.0.1:{port}/prompts.git"
+    client = make_mirror_app(url).test_client()
+    _eventually(lambda: client.get("/readyz").get_json(force=True).get("sync", {}).get("last_error") is not None)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.get_json(force=True)
+    assert body["type"] == "/problems/not-ready"
+    assert body["sync"]["remote"] == f"http://***@127.0.0.1:{port}/prompts.git"
+    assert _tags(client) == []
+    everything = response.get_data(as_text=True) + " ".join(r.getMessage() for r in caplog.records)
+    assert "s3cret-token" not in everything and "deploy:" not in everything
+
+
+def test_a_remote_that_fails_later_keeps_serving_what_was_fetched(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    client = make_mirror_app(upstream.url, webhook_secret=SECRET).test_client()
+    _eventually(lambda: _ready(client))
+    upstream.bare.rename(tmp_path / "gone.git")
+    client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET})
+    _eventually(lambda: client.get("/readyz").get_json()["sync"]["last_error"] is not None)
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/v1/agents/chat/minimal").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({}, b"{}", 401),
+        ({"X-Gitlab-Token": "wrong"}, b"{}", 401),
+        ({"X-Gitlab-Token": ""}, b"{}", 401),
+        ({"X-Hub-Signature-256": "sha256=" + "0" * 64}, b"{}", 401),
+        ({"X-Hub-Signature-256": "sha1=abc"}, b"{}", 401),
+        ({"X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), b"{}", hashlib.sha256).hexdigest()}, b"{}", 202),
+        ({"X-Gitlab-Token": SECRET}, b"x" * (2 * 1024 * 1024), 413),
+    ],
+)
+def test_webhook_secrets_are_checked(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], headers: dict[str, str], body: bytes, status: int
+) -> None:
+    client = make_mirror_app(upstream.url, webhook_secret=SECRET).test_client()
+    response = client.post("/v1/hooks/git", headers=headers, data=body)
+    assert response.status_code == status
+    if status != 202:
+        assert response.mimetype == "application/problem+json"
+
+
+def test_a_signature_for_another_body_is_refused(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    client = make_mirror_app(upstream.url, webhook_secret=SECRET).test_client()
+    signature = "sha256=" + hmac.new(SECRET.encode(), b'{"ref": "a"}', hashlib.sha256).hexdigest()
+    response = client.post("/v1/hooks/git", headers={"X-Hub-Signature-256": signature}, data=b'{"ref": "b"}')
+    assert response.get_json(force=True)["type"] == "/problems/unauthorized"
+
+
+def test_webhooks_are_off_without_a_secret_or_a_remote(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], client: FlaskClient
+) -> None:
+    without_secret = make_mirror_app(upstream.url).test_client()
+    assert without_secret.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET}).status_code == 404
+    assert client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET}).status_code == 404
+
+
+def test_fifty_concurrent_webhooks_coalesce(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    app = make_mirror_app(upstream.url, webhook_secret=SECRET)
+    client = app.test_client()
+    _eventually(lambda: _ready(client))
+    syncer = app.extensions["prompt_registry.service"].syncer
+    before = syncer.fetches
+    barrier = threading.Barrier(50)
+
+    def hook() -> int:
+        barrier.wait()
+        return app.test_client().post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET}).status_code
+
+    threads_results: list[int] = []
+    threads = [threading.Thread(target=lambda: threads_results.append(hook())) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert threads_results == [202] * 50
+    time.sleep(1.0)
+    assert 1 <= syncer.fetches - before <= 3
+
+
+def test_reads_during_fetches_are_never_torn(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
+    app = make_mirror_app(upstream.url, webhook_secret=SECRET)
+    client = app.test_client()
+    _eventually(lambda: _ready(client))
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def read() -> None:
+        reader = app.test_client()
+        while not stop.is_set():
+            response = reader.get("/v1/agents/chat/minimal?release=^1")
+            body = response.get_json()
+            tag = response.headers["X-Registry-Release"]
+            expected = "You are helpful." if tag == "v1.2.0" else f"You are helpful {tag}."
+            if body["release"]["commit"] != response.headers["X-Registry-Commit"] or (
+                body["definition"]["prompt_templates"]["system"] != expected
+            ):
+                failures.append(json.dumps(body)[:200])
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    for minor in range(3, 7):
+        tag = f"v1.{minor}.0"
+        upstream.publish(tag, {"chat/minimal.yml": MINIMAL.replace("helpful.", f"helpful {tag}.")})
+        client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET})
+        _eventually(lambda tag=tag: tag in _tags(client))
+    stop.set()
+    for reader in readers:
+        reader.join()
+    assert failures == []
+
+
+def test_a_slow_remote_times_out(tmp_path: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(5)  # accepts connections, never answers
+        mirror = GitMirror(f"http://127.0.0.1:{listener.getsockname()[1]}/x.git", tmp_path / "m.git", timeout=1.5)
+        mirror.ensure()
+        with pytest.raises(SyncError, match="timed out"):
+            mirror.fetch()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:pass@host/x.git", "https://***@host/x.git"),
+        ("https://oauth2:glpat-abc@gitlab.example:8443/g/p.git", "https://***@gitlab.example:8443/g/p.git"),
+        ("https://host/x.git", "https://host/x.git"),
+        ("file:///srv/x.git", "file:///srv/x.git"),
+    ],
+)
+def test_credentials_are_redacted_from_urls(url: str, shown: str) -> None:
+    assert redact(url) == shown
