@@ -183,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(settings)
         service = build_service(_settings(args))
         try:
+            if service.syncer is not None and not service.syncer.sync_now():
+                print(f"prompt-registry: {service.syncer.status().last_error}", file=sys.stderr)
+                if not service.store.releases().releases:
+                    return 2
             if args.command == "releases":
                 return _releases(service, as_json=args.json)
             return _resolve(service, args.release, as_json=args.json)

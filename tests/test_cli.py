@@ -209,3 +209,18 @@ def test_resolve_exits_1_when_nothing_matches_and_2_when_the_release_is_malforme
     malformed = _cli("resolve", "HEAD~1", "--repo", str(released_repo.path))
     assert malformed.returncode == 2 and "is not a release" in malformed.stderr
     assert "Traceback" not in missing.stderr + malformed.stderr
+
+
+def test_releases_and_resolve_work_against_a_remote(released_repo: LibraryRepo, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    released_repo.git("clone", "-q", "--bare", str(released_repo.path), str(bare))
+    listed = _cli("releases", "--remote", bare.as_uri(), "--data-dir", str(tmp_path / "data"))
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
+    resolved = _cli("resolve", "^1", "--remote", bare.as_uri())
+    assert resolved.stdout.split()[0] == "v1.1.0"
+
+
+def test_an_unreachable_remote_fails_the_cli_clearly(tmp_path: Path) -> None:
+    result = _cli("releases", "--remote", (tmp_path / "missing.git").as_uri(), "--data-dir", str(tmp_path / "d"))
+    assert result.returncode == 2 and "failed" in result.stderr and "Traceback" not in result.stderr
