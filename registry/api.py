@@ -34,6 +34,7 @@ class MalformedAgentPathConverter(PathConverter):
 SERVICE_KEY = "prompt_registry.service"
 OPENAPI_KEY = "prompt_registry.openapi"
 _RENDER_FIELDS = {"inputs"}
+MAX_WAIT_SECONDS = 60.0
 
 
 def _service() -> RegistryService:
@@ -63,7 +64,15 @@ def _conditional(response: Response, etag: str) -> Response:
 
 @bp.get("/v1/releases")
 def list_releases() -> Response:
-    return jsonify(_service().releases().as_dict())
+    known = _if_none_match()
+    wait = _preferred_wait()
+    overview, waited = _service().releases_after(known, wait=wait)
+    response = jsonify(overview.as_dict())
+    response.set_etag(overview.etag)
+    if waited:
+        response.headers["Preference-Applied"] = f"wait={wait:g}"
+    response.headers["Vary"] = "Prefer"
+    return response.make_conditional(request)
 
 
 @bp.get("/v1/agents")
@@ -170,6 +179,24 @@ def _request_body() -> bytes:
     if size > limit:
         raise PayloadTooLarge(f"the request body is larger than {limit} bytes")
     return b"".join(chunks)
+
+
+def _if_none_match() -> str | None:
+    tags = request.if_none_match
+    return next(iter(tags.as_set()), None) if tags and len(tags.as_set()) == 1 else None
+
+
+def _preferred_wait() -> float:
+    """``Prefer: wait=N`` (RFC 7240), at most ``MAX_WAIT_SECONDS``; 0 without one."""
+    for preference in request.headers.get("Prefer", "").split(","):
+        name, _, value = preference.strip().partition("=")
+        if name.strip().lower() == "wait":
+            try:
+                seconds = float(value.strip().strip('"'))
+            except ValueError:
+                return 0.0
+            return min(max(seconds, 0.0), MAX_WAIT_SECONDS) if math.isfinite(seconds) else 0.0
+    return 0.0
 
 
 def _render_inputs() -> Any:

@@ -58,6 +58,7 @@ def build_service(settings: Settings) -> RegistryService:
     return RegistryService(
         open_store(settings, mirror),
         syncer=syncer,
+        long_poll_slots=max(1, settings.threads // 2),
         yaml_limits=YamlLimits(max_bytes=settings.max_definition_bytes),
         render_limits=RenderLimits(max_output_bytes=settings.max_render_bytes, max_seconds=settings.max_render_seconds),
     )

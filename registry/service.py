@@ -9,7 +9,10 @@ nothing to invalidate, only a bound on how many are kept.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -27,6 +30,9 @@ from registry.safeyaml import YamlLimits
 from registry.store import Store
 
 _CATALOGS_KEPT = 32
+# How often a waiting request looks for a change: release and channel checks
+# cost a stat, a scandir and a ref read, so this is cheap.
+_LONG_POLL_CHECK_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,12 @@ class ReleaseOverview:
             body["channel_errors"] = [p.as_dict() for p in self.channels.problems]
         return body
 
+    @property
+    def etag(self) -> str:
+        """Changes whenever a release or a channel does."""
+        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return "releases-" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
 
 @dataclass(frozen=True)
 class RenderAnswer:
@@ -82,11 +94,15 @@ class RegistryService:
         store: Store,
         *,
         syncer: Syncer | None = None,
+        long_poll_slots: int = 2,
         yaml_limits: YamlLimits = YamlLimits(),
         render_limits: RenderLimits = RenderLimits(),
     ) -> None:
         self.store = store
         self.syncer = syncer
+        # Waiting requests hold a server thread each; bounding them keeps
+        # threads free for ordinary requests whatever the gateways do.
+        self._long_polls = threading.BoundedSemaphore(long_poll_slots)
         self._yaml_limits = yaml_limits
         self._render_limits = render_limits
         self._catalogs: LRUCache[str, ReleaseCatalog] = LRUCache(maxsize=_CATALOGS_KEPT)
@@ -95,6 +111,26 @@ class RegistryService:
     def releases(self) -> ReleaseOverview:
         """Every release, newest first, and the channels."""
         return ReleaseOverview(self.store.releases(), self.store.channels())
+
+    def releases_after(self, known_etag: str | None, *, wait: float) -> tuple[ReleaseOverview, bool]:
+        """The overview, waiting up to ``wait`` seconds for it to change from
+        ``known_etag``. Returns it and whether this request waited (it does
+        not when every long-poll slot is taken: the caller polls again)."""
+        overview = self.releases()
+        if known_etag is None or wait <= 0 or overview.etag != known_etag:
+            return overview, False
+        if not self._long_polls.acquire(blocking=False):
+            return overview, False
+        try:
+            deadline = time.monotonic() + wait
+            while (remaining := deadline - time.monotonic()) > 0:
+                time.sleep(min(_LONG_POLL_CHECK_SECONDS, remaining))
+                overview = self.releases()
+                if overview.etag != known_etag:
+                    break
+            return overview, True
+        finally:
+            self._long_polls.release()
 
     def resolve(self, release: str | None) -> Resolution:
         """The release a request names: ``None`` or ``latest``, an exact

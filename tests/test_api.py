@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -760,3 +762,66 @@ def test_the_channels_file_path_is_configurable(released_repo: LibraryRepo) -> N
 @pytest.mark.parametrize("release", ["@", "@../production", "@a/b", "@Production", "@prod%00", "@" + "a" * 65, "@@x"])
 def test_channel_names_with_path_characters_are_invalid_requests(client: FlaskClient, release: str) -> None:
     _problem(client.get("/v1/agents", query_string={"release": release}), 400, "invalid-request")
+
+
+# --- waiting for new releases -------------------------------------------------------------------
+
+
+def test_releases_carry_an_etag_that_changes_with_releases_and_channels(released_repo: LibraryRepo) -> None:
+    client = client_for(released_repo)
+    first = client.get("/v1/releases").headers["ETag"]
+    assert client.get("/v1/releases", headers={"If-None-Match": first}).status_code == 304
+    released_repo.tag("v1.2.0")
+    second = client.get("/v1/releases").headers["ETag"]
+    assert second != first
+    released_repo.write("channels.yml", "production: v1.0.0\n", under_agents=False)
+    released_repo.commit("channels")
+    assert client.get("/v1/releases").headers["ETag"] != second
+
+
+def test_a_long_poll_returns_as_soon_as_a_release_is_tagged(released_repo: LibraryRepo) -> None:
+    client = client_for(released_repo)
+    etag = client.get("/v1/releases").headers["ETag"]
+    timer = threading.Timer(0.5, lambda: released_repo.tag("v1.5.0"))
+    timer.start()
+    response = client.get("/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=30"})
+    timer.join()
+    assert response.status_code == 200
+    assert "v1.5.0" in [r["tag"] for r in response.get_json()["releases"]]
+    assert response.headers["Preference-Applied"] == "wait=30"
+
+
+def test_a_long_poll_with_no_change_ends_in_304(client: FlaskClient) -> None:
+    etag = client.get("/v1/releases").headers["ETag"]
+    response = client.get("/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=0.3"})
+    assert response.status_code == 304
+    assert response.headers["ETag"] == etag
+    assert response.headers["Preference-Applied"] == "wait=0.3"
+
+
+@pytest.mark.parametrize("prefer", ["wait=abc", "wait=-5", "wait=nan", "wait=inf", "respond-async", "wait="])
+def test_odd_wait_preferences_do_not_wait(client: FlaskClient, prefer: str) -> None:
+    etag = client.get("/v1/releases").headers["ETag"]
+    response = client.get("/v1/releases", headers={"If-None-Match": etag, "Prefer": prefer})
+    assert response.status_code == 304
+    assert "Preference-Applied" not in response.headers
+
+
+def test_waits_are_capped_at_sixty_seconds_and_slots_are_bounded(released_repo: LibraryRepo) -> None:
+    app = make_app(Settings(repo=str(released_repo.path), threads=2))  # one long-poll slot
+    etag = app.test_client().get("/v1/releases").headers["ETag"]
+    results: list[TestResponse] = []
+    holder = threading.Thread(
+        target=lambda: results.append(
+            app.test_client().get("/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=1000"})
+        )
+    )
+    holder.start()
+    time.sleep(0.3)
+    # The one slot is taken: this request is answered at once, without waiting.
+    immediate = app.test_client().get("/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=5"})
+    assert immediate.status_code == 304 and "Preference-Applied" not in immediate.headers
+    released_repo.tag("v1.6.0")
+    holder.join(timeout=10)
+    assert results and results[0].status_code == 200
+    assert results[0].headers["Preference-Applied"] == "wait=60"

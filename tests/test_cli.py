@@ -224,3 +224,34 @@ def test_releases_and_resolve_work_against_a_remote(released_repo: LibraryRepo, 
 def test_an_unreachable_remote_fails_the_cli_clearly(tmp_path: Path) -> None:
     result = _cli("releases", "--remote", (tmp_path / "missing.git").as_uri(), "--data-dir", str(tmp_path / "d"))
     assert result.returncode == 2 and "failed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_long_polls_under_gunicorn_leave_threads_for_other_requests(released_repo: LibraryRepo) -> None:
+    import threading
+
+    with _serving("--repo", str(released_repo.path), "--threads", "4") as base:
+        etag = urllib.request.urlopen(base + "/v1/releases", timeout=5).headers["ETag"]
+        outcomes: list[int] = []
+
+        def long_poll() -> None:
+            request = urllib.request.Request(
+                base + "/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=20"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    outcomes.append(response.status)
+            except urllib.error.HTTPError as error:
+                outcomes.append(error.code)
+
+        pollers = [threading.Thread(target=long_poll) for _ in range(3)]
+        for poller in pollers:
+            poller.start()
+        time.sleep(1.0)
+        # Two of four threads wait; the third poll was answered at once (304),
+        # and ordinary requests are still served.
+        assert _get(base + "/healthz") == (200, {"status": "ok"})
+        assert _get(base + "/v1/agents/chat/minimal?release=v1.0.0")[0] == 200
+        released_repo.tag("v1.7.0")
+        for poller in pollers:
+            poller.join(timeout=30)
+        assert sorted(outcomes) == [200, 200, 304]
