@@ -279,3 +279,18 @@ def test_a_slow_remote_times_out(tmp_path: Path) -> None:
 )
 def test_credentials_are_redacted_from_urls(url: str, shown: str) -> None:
     assert redact(url) == shown
+
+
+def test_a_replayed_notification_only_triggers_another_coalesced_fetch(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask]
+) -> None:
+    app = make_mirror_app(upstream.url, webhook_secret=SECRET)
+    client = app.test_client()
+    _eventually(lambda: _ready(client))
+    body = b'{"ref": "refs/tags/v1.2.0"}'
+    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    for _ in range(3):
+        assert client.post("/v1/hooks/git", headers={"X-Hub-Signature-256": signature}, data=body).status_code == 202
+    time.sleep(0.5)
+    assert _tags(client) == ["v1.2.0"]
+    assert client.get("/readyz").status_code == 200
