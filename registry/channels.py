@@ -63,6 +63,8 @@ class ChannelTable:
         try:
             document = parse_yaml(data, limits=_CHANNELS_LIMITS)
         except YamlError as exc:
+            if data.strip() == b"" or all(i.message.startswith("file is empty") for i in exc.issues):
+                return cls(path=path, commit=commit)  # only comments: no channels yet
             return cls(path=path, commit=commit, problems=tuple(_in_file(i, path) for i in exc.issues))
         if not isinstance(document.value, dict):
             problem = Issue("a channels file is a mapping of channel names to versions or ranges", file=path)
@@ -124,6 +126,8 @@ class ChannelTable:
 
 
 def _channel(name: str, target: Any) -> Channel:
+    if target is None:
+        return Channel(name, "", None, "has no target: give a release version or range")
     if not isinstance(target, str):
         shown = shorten(str(target))
         return Channel(name, shown, None, f"target {shown!r} must be a version or range as a string; quote it")

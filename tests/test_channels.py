@@ -87,3 +87,14 @@ def test_channel_names_with_path_characters_are_reported(key: str) -> None:
     table = _table(f"'{key}': v1.4.2\nproduction: v1.4.2\n")
     assert len(table.problems) == 1 and table.problems[0].line == 1
     assert table.resolve("production", INDEX).tag == "v1.4.2"
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# production: v1.4.2\n"])
+def test_an_empty_or_commented_out_file_means_no_channels(text: str) -> None:
+    table = _table(text)
+    assert table.channels == {} and table.problems == ()
+
+
+def test_a_channel_without_a_target_says_so() -> None:
+    with pytest.raises(ReleaseNotFound, match="has no target"):
+        _table("production:\n").resolve("production", INDEX)
