@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.errors import InvalidRequest, ReleaseNotFound
-from registry.models import Issue, Release
+from registry.models import Issue, Release, shorten
 from registry.releases import (
     CHANNEL_NAME,
     ExactSelector,
@@ -29,7 +29,6 @@ from registry.releases import (
     RangeSelector,
     ReleaseIndex,
     parse_selector,
-    shorten,
 )
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 

@@ -35,7 +35,7 @@ from jsonschema.exceptions import ValidationError
 
 from registry.errors import InvalidDefinition, InvalidInputs
 from registry.inputschema import InputsSchema, SchemaProblem
-from registry.models import Issue, Message, Prompt
+from registry.models import Issue, Message, Prompt, json_pointer, shorten
 from registry.rendering import (
     RENDER_SEMANTICS,
     CompiledTemplate,
@@ -46,7 +46,7 @@ from registry.rendering import (
     normalize_include_name,
     render_messages,
 )
-from registry.safeyaml import JsonPath, YamlDocument, json_pointer
+from registry.safeyaml import JsonPath, YamlDocument
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "agent-definition.v1.schema.json"
 _MAX_MESSAGE = 300
@@ -219,7 +219,7 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
         patterns = list(schema.get("patternProperties", {}))
         extras = [k for k in error.instance if k not in allowed and not _matches_any(k, patterns)]
         return [
-            locate(f"unknown key {_short(k)!r}", path + (k,), key=True, hint=_did_you_mean(k, allowed, patterns))
+            locate(f"unknown key {shorten(k)!r}", path + (k,), key=True, hint=_did_you_mean(k, allowed, patterns))
             for k in extras
         ]
     if "propertyNames" in error.schema_path and error.validator == "enum":
@@ -228,7 +228,7 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
         allowed = [str(v) for v in error.validator_value]
         return [
             locate(
-                f"key {_short(name)!r} is not allowed here; expected one of {', '.join(allowed)}",
+                f"key {shorten(name)!r} is not allowed here; expected one of {', '.join(allowed)}",
                 path + (name,),
                 key=True,
                 hint=_did_you_mean(str(name), allowed, []),
@@ -240,7 +240,7 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
             for name in error.validator_value
             if name not in error.instance
         ]
-    return [locate(_short(error.message, _MAX_MESSAGE), path)]
+    return [locate(shorten(error.message, _MAX_MESSAGE), path)]
 
 
 def _matches_any(key: str, patterns: list[str]) -> bool:
@@ -295,7 +295,7 @@ def _inputs_schema(
     try:
         schema = InputsSchema(inputs)
     except SchemaProblem as exc:
-        return None, [locate(f"inputs {_short(exc.message, _MAX_MESSAGE)}", ("inputs", *exc.path))]
+        return None, [locate(f"inputs {shorten(exc.message, _MAX_MESSAGE)}", ("inputs", *exc.path))]
     declared = inputs.get("properties", {})
     declared = set(declared) if isinstance(declared, dict) else set()
     issues = [
@@ -308,11 +308,6 @@ def _inputs_schema(
         for variable in sorted(variables - declared)
     ]
     return schema, issues
-
-
-def _short(text: Any, limit: int = 80) -> str:
-    text = str(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _json_type(value: Any) -> str:

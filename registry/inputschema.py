@@ -28,7 +28,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from registry.models import Issue
+from registry.models import Issue, json_pointer, shorten
 
 _BASE_URI = "urn:prompt-registry:inputs"
 _RE2_OPTIONS = re2.Options()
@@ -171,26 +171,23 @@ def _walk(node: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | 
             yield from _walk(value, path + (index,))
 
 
-def _pointer(path: tuple[str | int, ...]) -> str:
-    return "".join("/" + _short(str(p)).replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _input_pointer(path: tuple[str | int, ...]) -> str:
+    # Input keys come from callers: a 100,000-character key stays short here.
+    return json_pointer(tuple(shorten(p) if isinstance(p, str) else p for p in path))
 
 
 def _issues_of(error: ValidationError) -> list[Issue]:
     path = tuple(error.absolute_path)
     if error.validator == "required" and isinstance(error.instance, dict):
         return [
-            Issue(message=f"missing required input {_short(name)!r}", path=_pointer(path + (name,)))
+            Issue(message=f"missing required input {shorten(name)!r}", path=_input_pointer(path + (name,)))
             for name in error.validator_value
             if name not in error.instance
         ]
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         return [
-            Issue(message=f"unexpected input {_short(name)!r}", path=_pointer(path + (name,)))
+            Issue(message=f"unexpected input {shorten(name)!r}", path=_input_pointer(path + (name,)))
             for name in additional_keys(error.instance, schema)
         ]
-    return [Issue(message=_short(error.message, 300), path=_pointer(path))]
+    return [Issue(message=shorten(error.message, 300), path=_input_pointer(path))]

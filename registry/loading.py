@@ -17,7 +17,7 @@ from jinja2 import TemplateNotFound
 
 from registry.definition import CompiledAgent, compile_definition, definition_digest
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError
-from registry.models import AgentSummary, Issue
+from registry.models import AgentSummary, Issue, shorten
 from registry.rendering import TemplateEnvironment
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.store import Tree
@@ -32,9 +32,8 @@ def check_agent_name(usecase: str, name: str) -> None:
     """Raise ``InvalidRequest`` unless both match ``^[a-z0-9][a-z0-9_-]{0,63}$``."""
     for label, value in (("usecase", usecase), ("name", name)):
         if not NAME_PATTERN.fullmatch(value):
-            shown = value if len(value) <= 80 else value[:80] + "..."
             raise InvalidRequest(
-                f"{label} {shown!r} is not valid: use 1 to 64 characters of a-z, 0-9, '_' and '-',"
+                f"{label} {shorten(value)!r} is not valid: use 1 to 64 characters of a-z, 0-9, '_' and '-',"
                 " starting with a letter or digit",
                 parameter=label,
             )

@@ -10,6 +10,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def shorten(text: object, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters with "..." when longer: caller input
+    quoted in a message stays short whatever its size."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_pointer(path: tuple[str | int, ...]) -> str:
+    """RFC 6901 pointer for a path of keys and indexes."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
 @dataclass(frozen=True)
 class Issue:
     """One validation problem, with where it is.

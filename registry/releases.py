@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import nodesemver
 
 from registry.errors import InvalidRequest, ReleaseNotFound
-from registry.models import Release
+from registry.models import Release, shorten
 
 # Checked before the SemVer parser, which also accepts non-ASCII digits and a
 # trailing newline.
@@ -171,11 +171,6 @@ def _parse_range(text: str) -> nodesemver.Range:
         return nodesemver.make_range(text, loose=False)
     except (ValueError, TypeError) as exc:
         raise InvalidRequest(f"release {shorten(text)!r} is not a release: {_HELP}", parameter="release") from exc
-
-
-def shorten(text: str, limit: int = 80) -> str:
-    """``text``, cut to ``limit`` characters with "..." when longer (for messages)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _sort_key(release: Release) -> tuple[bool, Version | None, str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from registry.models import Issue
+from registry.models import Issue, json_pointer
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -114,11 +114,6 @@ def _issue(message: str, mark: Any = None, *, path: JsonPath = (), hint: str | N
     if mark is not None:
         line, column = mark.line + 1, mark.column + 1
     return Issue(message=message, path=json_pointer(path), line=line, column=column, hint=hint)
-
-
-def json_pointer(path: JsonPath) -> str:
-    """RFC 6901 pointer for a path of keys and indexes."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocument:
