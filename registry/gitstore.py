@@ -40,22 +40,46 @@ class _Entry:
 
 
 class GitTree:
-    """The agents root of one commit; files are read lazily, by object id."""
+    """The agents root of one commit, read lazily.
 
-    def __init__(self, store: GitStore, commit: str, content_id: str, entries: dict[str, _Entry]) -> None:
+    A file is found by walking the tree objects along its path, the first
+    time it is asked for, so the first request at a release never seen
+    before costs a few object reads, not a listing of the whole library; and
+    memory grows with the files touched, not with the files in the release.
+    The full listing is read only when something needs it (the agents list).
+    """
+
+    def __init__(self, store: GitStore, commit: str, root: git.Tree | None) -> None:
         self._store = store
-        self._entries = entries
+        self._root = root
+        self._found: dict[str, _Entry] = {}
+        self._listing: dict[str, _Entry] | None = None
         self.commit = commit
-        self.content_id = content_id
+        self.content_id = root.hexsha if root is not None else "empty"
 
     def paths(self) -> Collection[str]:
-        return self._entries.keys()
+        if self._listing is None:
+            self._listing = self._store.list_files(self._root) if self._root is not None else {}
+        return self._listing.keys()
 
     def size(self, path: str) -> int:
-        return self._store.blob_size(self._entries[path].binsha)
+        return self._store.blob_size(self._entry(path).binsha)
 
     def read(self, path: str) -> bytes:
-        return self._store.read_blob(self._entries[path].binsha)
+        return self._store.read_blob(self._entry(path).binsha)
+
+    def _entry(self, path: str) -> _Entry:
+        entry = self._found.get(path)
+        if entry is None and self._listing is not None:
+            entry = self._listing.get(path)
+        if entry is None:
+            if self._root is None:
+                raise KeyError(path)
+            # Misses are not remembered: names come from requests, and a
+            # flood of made-up ones must not grow memory.
+            entry = self._store.find_file(self._root, path)
+            self._found[path] = entry
+        return entry
 
 
 class GitStore:
@@ -150,10 +174,10 @@ class GitStore:
                 return cached
             try:
                 commit = git.Commit(self._repo, hex_to_bin(release.commit))
-                entries, content_id = self._list_root(commit)
+                root = self._root_tree(commit)
             except (ValueError, git.GitError, OSError) as exc:
                 raise StoreError(f"cannot read commit {release.commit} of release {release.tag}") from exc
-            tree = GitTree(self, release.commit, content_id, entries)
+            tree = GitTree(self, release.commit, root)
             self._trees[release.commit] = tree
             return tree
 
@@ -227,20 +251,44 @@ class GitStore:
         except (ValueError, git.GitError, OSError) as exc:
             raise StoreError("cannot read the repository's objects") from exc
 
-    def _list_root(self, commit: git.Commit) -> tuple[dict[str, _Entry], str]:
+    def _root_tree(self, commit: git.Commit) -> git.Tree | None:
+        """The agents root of a commit, or None when it has none."""
         try:
             root_tree = commit.tree / self.root if self.root else commit.tree
         except KeyError:
-            return {}, "empty"
-        if root_tree.type != "tree":
-            return {}, "empty"
+            return None
+        return root_tree if root_tree.type == "tree" else None
+
+    def find_file(self, root: git.Tree, path: str) -> _Entry:
+        """The regular file at ``path`` under ``root``; ``KeyError`` if there is none.
+
+        Symlinks and submodules are not files of the library.
+        """
+        if not path or path.startswith("/") or "//" in path:
+            raise KeyError(path)
+        with self._lock:
+            try:
+                item = root / path
+            except KeyError:
+                raise KeyError(path) from None
+            except (ValueError, git.GitError, OSError) as exc:
+                raise StoreError("cannot read a tree from the repository") from exc
+        if item.type != _BLOB or item.mode not in _REGULAR_FILE_MODES:
+            raise KeyError(path)
+        return _Entry(item.binsha)
+
+    def list_files(self, root: git.Tree) -> dict[str, _Entry]:
+        """Every regular file under ``root``, by path relative to it."""
         entries: dict[str, _Entry] = {}
-        prefix = len(root_tree.path) + 1 if root_tree.path else 0
-        for item in root_tree.traverse():
-            # Symlinks and submodules are not files of the library.
-            if item.type == _BLOB and item.mode in _REGULAR_FILE_MODES:
-                entries[item.path[prefix:]] = _Entry(item.binsha)
-        return entries, root_tree.hexsha
+        prefix = len(root.path) + 1 if root.path else 0
+        with self._lock:
+            try:
+                for item in root.traverse():
+                    if item.type == _BLOB and item.mode in _REGULAR_FILE_MODES:
+                        entries[item.path[prefix:]] = _Entry(item.binsha)
+            except (ValueError, git.GitError, OSError) as exc:
+                raise StoreError("cannot list a tree of the repository") from exc
+        return entries
 
     def blob_size(self, binsha: bytes) -> int:
         """The size of a blob, by object id."""
