@@ -10,8 +10,11 @@ import yaml
 from flask import Flask
 
 from registry.api import OPENAPI_KEY, SERVICE_KEY, MalformedAgentPathConverter, bp
+from registry.cache import ContentCache, MemoryTier, RedisTier
 from registry.errors import StoreError
+from registry.events import ReleaseEvents
 from registry.gitstore import GitStore
+from registry.metrics import Metrics
 from registry.mirror import GitMirror, Syncer, SyncError
 from registry.problems import register_error_handlers
 from registry.rendering import RenderLimits
@@ -37,27 +40,44 @@ def open_mirror(settings: Settings) -> GitMirror | None:
     return mirror
 
 
-def open_store(settings: Settings, mirror: GitMirror | None = None) -> Store:
+def open_store(settings: Settings, mirror: GitMirror | None = None, *, metrics: Metrics | None = None) -> Store:
     """The store the settings name: a repository (or a remote's mirror), or a directory."""
     repository = str(mirror.directory) if mirror is not None else settings.repo
     if repository:
         memory = FileTagMemory(settings.data_dir) if settings.data_dir else InMemoryTagMemory()
-        return GitStore(repository, root=settings.root, channels_file=settings.channels_file, tag_memory=memory)
+        return GitStore(
+            repository,
+            root=settings.root,
+            channels_file=settings.channels_file,
+            tag_memory=memory,
+            observe_read=metrics.git_read_seconds.observe if metrics is not None else None,
+        )
     return WorktreeStore(settings.served_worktree, root=settings.root)
 
 
 def build_service(settings: Settings) -> RegistryService:
     """The service over the configured store, with the configured limits.
 
-    With a remote, the service has a ``Syncer`` that has not started yet.
+    With a remote, the service has a ``Syncer``, and with a Redis too, the
+    ``ReleaseEvents`` that connect it to other replicas; ``service.start()``
+    starts them.
     """
+    metrics = Metrics()
     mirror = open_mirror(settings)
     syncer = None
     if mirror is not None and settings.data_dir:
         syncer = Syncer(mirror, interval=settings.sync_interval, data_dir=settings.data_dir)
+    shared = None
+    if settings.redis_url:
+        shared = RedisTier(
+            settings.redis_url, prefix=settings.redis_prefix, timeout=settings.redis_timeout, metrics=metrics
+        )
     return RegistryService(
-        open_store(settings, mirror),
+        open_store(settings, mirror, metrics=metrics),
         syncer=syncer,
+        content=ContentCache(MemoryTier(settings.cache_entries), shared, metrics),
+        events=ReleaseEvents(shared, metrics=metrics) if shared is not None and syncer is not None else None,
+        metrics=metrics,
         long_poll_slots=max(1, settings.threads // 2),
         yaml_limits=YamlLimits(max_bytes=settings.max_definition_bytes),
         render_limits=RenderLimits(max_output_bytes=settings.max_render_bytes, max_seconds=settings.max_render_seconds),
@@ -83,8 +103,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]  # definitions keep their key order
     app.json.ensure_ascii = False  # type: ignore[attr-defined]
     service = build_service(settings)
-    if service.syncer is not None:
-        service.syncer.start()
+    service.start()
     app.extensions[SERVICE_KEY] = service
     app.config["REGISTRY_WEBHOOK_SECRET"] = settings.webhook_secret
     app.extensions[OPENAPI_KEY] = openapi_document()

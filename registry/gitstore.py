@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import git
@@ -92,8 +94,10 @@ class GitStore:
         root: str,
         channels_file: str = "channels.yml",
         tag_memory: TagMemory | None = None,
+        observe_read: Callable[[float], None] | None = None,
     ) -> None:
         self.root = root
+        self._observe_read = observe_read
         self._tag_memory = tag_memory or InMemoryTagMemory()
         self._moves_reported: set[tuple[str, str]] = set()
         self._channels_file = channels_file
@@ -181,6 +185,18 @@ class GitStore:
             self._trees[release.commit] = tree
             return tree
 
+    @contextmanager
+    def _timed(self) -> Iterator[None]:
+        """Report how long a read took to ``observe_read`` (metrics)."""
+        if self._observe_read is None:
+            yield
+            return
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._observe_read(time.perf_counter() - started)
+
     def _fingerprint(self) -> tuple[object, ...]:
         """Changes whenever a release tag is added, moved or deleted.
 
@@ -266,7 +282,7 @@ class GitStore:
         """
         if not path or path.startswith("/") or "//" in path:
             raise KeyError(path)
-        with self._lock:
+        with self._lock, self._timed():
             try:
                 item = root / path
             except KeyError:
@@ -281,7 +297,7 @@ class GitStore:
         """Every regular file under ``root``, by path relative to it."""
         entries: dict[str, _Entry] = {}
         prefix = len(root.path) + 1 if root.path else 0
-        with self._lock:
+        with self._lock, self._timed():
             try:
                 for item in root.traverse():
                     if item.type == _BLOB and item.mode in _REGULAR_FILE_MODES:
@@ -292,7 +308,7 @@ class GitStore:
 
     def blob_size(self, binsha: bytes) -> int:
         """The size of a blob, by object id."""
-        with self._lock:
+        with self._lock, self._timed():
             try:
                 return int(self._repo.odb.info(binsha).size)
             except (ValueError, git.GitError, OSError) as exc:
@@ -300,7 +316,7 @@ class GitStore:
 
     def read_blob(self, binsha: bytes) -> bytes:
         """The content of a blob, by object id."""
-        with self._lock:
+        with self._lock, self._timed():
             try:
                 return bytes(self._repo.odb.stream(binsha).read())
             except (ValueError, git.GitError, OSError) as exc:

@@ -1,23 +1,26 @@
 """Loading definitions from a tree: files to validated, compiled agents.
 
-A ``ReleaseCatalog`` is everything known about one tree (one commit): which
-agents it holds, and each agent loaded on first use and kept. Nothing in a
-tree ever changes, so a catalog never needs invalidating; a broken file is
-kept as its error, and never affects any other file or release.
+A ``ReleaseCatalog`` loads the agents of one tree (one commit): which agents
+it holds, and each one read, validated and compiled on request. Nothing in a
+tree ever changes, so what it loads is cached by commit and path and never
+invalidated (see ``registry.cache``); a broken file loads as its error, and
+never affects any other file or release.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
 from jinja2 import TemplateNotFound
 
 from registry.definition import CompiledAgent, compile_definition, definition_digest
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError
-from registry.models import AgentSummary, Issue, shorten
+from registry.models import Issue, shorten
 from registry.rendering import TemplateEnvironment
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.store import Tree
@@ -39,65 +42,143 @@ def check_agent_name(usecase: str, name: str) -> None:
             )
 
 
-@dataclass(frozen=True)
 class LoadedAgent:
-    """A valid definition at one commit, compiled, with its digest."""
+    """A valid definition at one commit, with its digest.
 
-    usecase: str
-    name: str
-    path: str
-    digest: str
-    compiled: CompiledAgent
+    Its templates are compiled the first time something renders it: an agent
+    rebuilt from a shared-cache record is served by ``GET`` without ever
+    compiling, and its JSON is encoded once, not per request.
+    """
+
+    def __init__(
+        self,
+        *,
+        usecase: str,
+        name: str,
+        path: str,
+        digest: str,
+        definition: dict[str, Any],
+        compiled: CompiledAgent | None = None,
+        compile: Callable[[], CompiledAgent] | None = None,
+    ) -> None:
+        if compiled is None and compile is None:
+            raise ValueError("give the compiled agent or a way to compile it")
+        self.usecase = usecase
+        self.name = name
+        self.path = path
+        self.digest = digest
+        self.definition = definition
+        self._compiled = compiled
+        self._compile = compile
+        self._lock = threading.Lock()
+        self._definition_json: bytes | None = None
 
     @property
     def title(self) -> str:
-        return str(self.compiled.definition["name"])
+        return str(self.definition["name"])
+
+    @property
+    def compiled(self) -> CompiledAgent:
+        """The definition with its templates compiled."""
+        compiled = self._compiled
+        if compiled is None:
+            with self._lock:
+                if self._compiled is None:
+                    assert self._compile is not None
+                    self._compiled = self._compile()
+                    self._compile = None  # the catalog it closes over may go now
+                compiled = self._compiled
+        return compiled
+
+    @property
+    def definition_json(self) -> bytes:
+        """The definition as compact UTF-8 JSON, in its file's key order."""
+        if self._definition_json is None:
+            self._definition_json = encode_json(self.definition)
+        return self._definition_json
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON, keys in their given order: the API's encoding."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# The shape of a cache record; bump when it changes, so that records written
+# by another version of the registry are misses rather than misread.
+_RECORD_VERSION = 1
 
 
 class ReleaseCatalog:
-    """The agents of one tree, loaded lazily and kept."""
+    """Loads the agents of one tree (one commit).
+
+    The catalog holds no agents itself: the service keeps what it loads in
+    its cache tiers, by commit and path. ``encode`` and ``decode`` turn a
+    load's outcome into the bytes of a shared-cache record and back.
+    """
 
     def __init__(self, tree: Tree, *, root: str, yaml_limits: YamlLimits) -> None:
         self.tree = tree
         self._root = root
         self._yaml_limits = yaml_limits
         self.environment = TemplateEnvironment(self._partial_source)
-        self._loaded: dict[str, LoadedAgent | InvalidDefinition] = {}
-        self._lock = threading.Lock()
-        self._agents = sorted(_agent_paths(tree))
+        self._agents: list[tuple[str, str, str]] | None = None
+
+    @property
+    def commit(self) -> str:
+        return self.tree.commit
 
     def repository_path(self, relative: str) -> str:
         """A path relative to the repository, as shown to users."""
         return f"{self._root}/{relative}" if self._root else relative
 
-    def get(self, usecase: str, name: str) -> LoadedAgent:
-        """The loaded agent; ``AgentNotFound`` or ``InvalidDefinition`` otherwise."""
-        relative = f"{usecase}/{name}{DEFINITION_SUFFIX}"
-        result = self._loaded.get(relative)
-        if result is None:
-            with self._lock:
-                result = self._loaded.get(relative)
-                if result is None:
-                    result = self._load_isolated(usecase, name, relative)
-                    self._loaded[relative] = result
-        if isinstance(result, InvalidDefinition):
-            # A fresh exception each time: re-raising one instance would grow
-            # its traceback with every request.
-            raise InvalidDefinition(result.detail, result.errors, **result.extensions)
-        return result
+    def agent_names(self) -> list[tuple[str, str]]:
+        """Every ``(usecase, name)`` with a definition file, sorted; reads the whole tree."""
+        if self._agents is None:
+            self._agents = sorted(_agent_paths(self.tree))
+        return [(usecase, name) for usecase, name, _ in self._agents]
 
-    def summaries(self) -> list[AgentSummary]:
-        """A listing entry for every agent, valid or not."""
-        out = []
-        for usecase, name, relative in self._agents:
-            path = self.repository_path(relative)
-            try:
-                agent = self.get(usecase, name)
-            except InvalidDefinition as exc:
-                out.append(AgentSummary(usecase, name, path, title=None, valid=False, errors=tuple(exc.errors)))
-                continue
-            out.append(AgentSummary(usecase, name, path, title=agent.title, valid=True))
-        return out
+    def load(self, usecase: str, name: str) -> LoadedAgent | InvalidDefinition:
+        """Read, validate and compile one agent: the agent, or why it is invalid.
+
+        Raises ``AgentNotFound`` when there is no such file; whatever else
+        goes wrong stays this file's problem.
+        """
+        relative = f"{usecase}/{name}{DEFINITION_SUFFIX}"
+        return self._load_isolated(usecase, name, relative)
+
+    def encode(self, result: LoadedAgent | InvalidDefinition) -> bytes:
+        """A load's outcome as a shared-cache record."""
+        record: dict[str, Any] = {"record": _RECORD_VERSION, "commit": self.commit}
+        if isinstance(result, InvalidDefinition):
+            record["invalid"] = {"detail": result.detail, "errors": [issue.as_dict() for issue in result.errors]}
+        else:
+            record.update(path=result.path, digest=result.digest, definition=result.definition)
+        return encode_json(record)
+
+    def decode(self, usecase: str, name: str, data: bytes) -> LoadedAgent | InvalidDefinition | None:
+        """The outcome a record holds, or None when it is not a record of this
+        catalog's commit in the current format (then the caller loads again)."""
+        try:
+            record = json.loads(data)
+            if record.get("record") != _RECORD_VERSION or record.get("commit") != self.commit:
+                return None
+            if "invalid" in record:
+                invalid = record["invalid"]
+                return InvalidDefinition(str(invalid["detail"]), [Issue.from_dict(i) for i in invalid["errors"]])
+            definition = record["definition"]
+            path, digest = str(record["path"]), str(record["digest"])
+            if not isinstance(definition, dict):
+                return None
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return LoadedAgent(
+            usecase=usecase,
+            name=name,
+            path=path,
+            digest=digest,
+            definition=definition,
+            compile=lambda: compile_definition(definition, self.environment, file=path),
+        )
 
     def _load_isolated(self, usecase: str, name: str, relative: str) -> LoadedAgent | InvalidDefinition:
         """Load one file; whatever goes wrong stays that file's problem.
@@ -146,7 +227,9 @@ class ReleaseCatalog:
             partials,
             tree_content_id=self.tree.content_id if compiled.dynamic_includes else None,
         )
-        return LoadedAgent(usecase=usecase, name=name, path=path, digest=digest, compiled=compiled)
+        return LoadedAgent(
+            usecase=usecase, name=name, path=path, digest=digest, definition=compiled.definition, compiled=compiled
+        )
 
     def _partial_source(self, name: str) -> str | None:
         try:

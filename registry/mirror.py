@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -149,15 +150,38 @@ class Syncer:
         self._thread: threading.Thread | None = None
         self.fetches = 0
         """Fetches this process ran (for tests and metrics)."""
+        # Fetches are numbered as they start, so that a caller can wait for
+        # one that started after it asked (a fetch already under way may
+        # have missed what it was asked for).
+        self._progress = threading.Condition()
+        self._started = 0
+        self._completed = 0
+        self.on_fetched: Callable[[bool], None] | None = None
+        """Called after every fetch attempt with its outcome (the service listens)."""
 
     def start(self) -> None:
         """Start fetching in the background: now, then every ``interval`` seconds."""
         self._thread = threading.Thread(target=self._run, name="prompt-registry-sync", daemon=True)
         self._thread.start()
 
-    def trigger(self) -> None:
-        """Ask for a fetch soon; many triggers during one fetch make one more fetch."""
-        self._wake.set()
+    def trigger(self) -> int:
+        """Ask for a fetch soon; many triggers during one fetch make one more fetch.
+
+        Returns the number of the fetch that will answer it, for ``wait_for``.
+        """
+        with self._progress:
+            self._wake.set()
+            return self._started + 1
+
+    def wait_for(self, fetch: int, timeout: float) -> bool:
+        """Wait until fetch number ``fetch`` has finished (either way); False on timeout."""
+        with self._progress:
+            return self._progress.wait_for(lambda: self._completed >= fetch, timeout)
+
+    @property
+    def completed(self) -> int:
+        """The number of the latest fetch that has finished."""
+        return self._completed
 
     def stop(self) -> None:
         """Stop the background thread (waits for a running fetch)."""
@@ -176,13 +200,23 @@ class Syncer:
 
     def sync_now(self) -> bool:
         """Fetch once, waiting for any other process's fetch first; True on success."""
+        with self._progress:
+            self._started += 1
+            number = self._started
+        succeeded = False
         try:
             with open(self._lock_path, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                return self._fetch_locked()
+                succeeded = self._fetch_locked()
         except OSError as exc:
             log.error("cannot lock %s: %s", self._lock_path, exc)
-            return False
+        finally:
+            with self._progress:
+                self._completed = max(self._completed, number)
+                self._progress.notify_all()
+        if self.on_fetched is not None:
+            self.on_fetched(succeeded)
+        return succeeded
 
     def _fetch_locked(self) -> bool:
         previous = self.status()

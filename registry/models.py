@@ -46,6 +46,18 @@ class Issue:
                 out[key] = value
         return out
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Issue:
+        """The inverse of ``as_dict``."""
+        return cls(
+            message=str(data["message"]),
+            path=str(data.get("path", "")),
+            file=data.get("file"),
+            line=data.get("line"),
+            column=data.get("column"),
+            hint=data.get("hint"),
+        )
+
 
 @dataclass(frozen=True)
 class Release:

@@ -1,16 +1,26 @@
 """Running the application under gunicorn, the production WSGI server.
 
+``gunicorn_options`` is the one place the server configuration is derived
+from ``Settings``: ``prompt-registry serve`` applies it through
+``RegistryServer``, and ``gunicorn.conf.py`` at the top of the repository
+applies the same options when gunicorn is run directly.
+
 Each worker process builds its own application (and so its own git
-connection): nothing that holds a subprocess or a lock is shared across a
-fork. Threads within a worker share the application, which is thread-safe.
+connection and Redis connections): nothing that holds a subprocess, a socket
+or a lock is shared across a fork. Threads within a worker share the
+application, which is thread-safe.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+from datetime import datetime, timezone
 from typing import Any
 
 from flask import Flask
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
 from registry.app import create_app
 from registry.settings import Settings
@@ -21,30 +31,67 @@ def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
+def gunicorn_options(settings: Settings) -> dict[str, Any]:
+    """gunicorn's settings for ``settings``: gthread workers, JSON access logs."""
+    return {
+        "bind": bind_address(settings.host, settings.port),
+        "workers": settings.workers,
+        "threads": settings.threads,
+        "worker_class": "gthread",
+        "loglevel": settings.log_level,
+        "accesslog": "-" if settings.access_log else None,
+        "errorlog": "-",
+        "logger_class": "registry.server.JsonAccessLogger",
+        # On SIGTERM a worker stops accepting and finishes what it has for
+        # this long; a long-poll (at most 60 s) is cut short, and its client
+        # simply polls again.
+        "graceful_timeout": 10,
+        "timeout": 30,
+        "keepalive": 5,
+        "proc_name": "prompt-registry",
+        # One well-known control socket per user would clash between
+        # several registries on one machine; we manage by signals.
+        "control_socket_disable": True,
+    }
+
+
+class JsonAccessLogger(Logger):  # type: ignore[misc]
+    """gunicorn's logger, writing one JSON object per request.
+
+    gunicorn's ``access_log_format`` cannot produce JSON safely: it does not
+    escape quotes or control characters from the request line.
+    """
+
+    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+        if not self.access_log_enabled:
+            return
+        status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
+        entry = {
+            "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "remote_addr": environ.get("REMOTE_ADDR"),
+            "method": environ.get("REQUEST_METHOD"),
+            "path": environ.get("PATH_INFO"),
+            "query": environ.get("QUERY_STRING") or None,
+            "status": int(status) if str(status).isdigit() else status,
+            "bytes": getattr(resp, "sent", None),
+            "duration_ms": round(request_time.total_seconds() * 1000, 3),
+            "user_agent": environ.get("HTTP_USER_AGENT"),
+        }
+        try:
+            self.access_log.info(json.dumps(entry, ensure_ascii=False))
+        except Exception:  # a log line must never take a request down
+            logging.getLogger(__name__).exception("cannot write an access log entry")
+
+
 class RegistryServer(BaseApplication):  # type: ignore[misc]
-    """gunicorn with gthread workers, configured from ``Settings``."""
+    """gunicorn configured from ``Settings``, serving ``create_app``."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         super().__init__()
 
     def load_config(self) -> None:
-        options: dict[str, Any] = {
-            "bind": bind_address(self._settings.host, self._settings.port),
-            "workers": self._settings.workers,
-            "threads": self._settings.threads,
-            "worker_class": "gthread",
-            "loglevel": self._settings.log_level,
-            "accesslog": "-",
-            "errorlog": "-",
-            "graceful_timeout": 10,
-            "timeout": 30,
-            "proc_name": "prompt-registry",
-            # One well-known control socket per user would clash between
-            # several registries on one machine; we manage by signals.
-            "control_socket_disable": True,
-        }
-        for key, value in options.items():
+        for key, value in gunicorn_options(self._settings).items():
             self.cfg.set(key, value)
 
     def load(self) -> Flask:

@@ -3,33 +3,54 @@
 ``RegistryService`` is what the HTTP API and the CLI call. Every operation
 resolves the requested release to one commit first and then answers entirely
 from that commit's catalog, so an answer is never mixed from two releases.
-Catalogs are cached by commit: a commit's content never changes, so there is
-nothing to invalidate, only a bound on how many are kept.
+Loaded agents are cached by commit and path in the content tiers
+(``registry.cache``): a commit's content never changes, so there is nothing
+to invalidate, only bounds. What a range, ``latest`` or a channel resolves to
+is a pointer: it is cached next to the release index it was worked out from,
+and a new index (a tag pushed, fetched, moved) replaces it.
+
+With a remote and a Redis, replicas announce release changes to each other
+(``registry.events``): a worker that hears one fetches at once, and answers
+pointer requests only after that fetch (up to ``CATCH_UP_SECONDS``), so that
+no replica resolves a range to an outdated release once it has heard.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from cachetools import LRUCache
 
+from registry.cache import AgentKey, ContentCache, MemoryTier
 from registry.channels import ChannelTable
-from registry.errors import NotFound, NotReady
+from registry.errors import InvalidDefinition, NotFound, NotReady, ReleaseNotFound
+from registry.events import ReleaseChange, ReleaseEvents
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
+from registry.metrics import Metrics
 from registry.mirror import Syncer
 from registry.models import AgentSummary, Prompt, Release, Resolution
-from registry.releases import ChannelSelector, ReleaseIndex, parse_selector
+from registry.releases import ChannelSelector, ExactSelector, ReleaseIndex, Selector, parse_selector
 from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
 from registry.store import Store
 
-_CATALOGS_KEPT = 32
+log = logging.getLogger(__name__)
+
+# Catalogs are light (a tree handle and a template environment); the agents
+# they load live in the content cache.
+_CATALOGS_KEPT = 64
+# Pointer resolutions kept per release index: bounded because range texts
+# come from requests.
+_RESOLUTIONS_KEPT = 1024
+CATCH_UP_SECONDS = 2.0
 # How often a waiting request looks for a change: release and channel checks
 # cost a stat, a scandir and a ref read, so this is cheap.
 _LONG_POLL_CHECK_SECONDS = 0.2
@@ -94,19 +115,43 @@ class RegistryService:
         store: Store,
         *,
         syncer: Syncer | None = None,
+        content: ContentCache[LoadedAgent | InvalidDefinition] | None = None,
+        events: ReleaseEvents | None = None,
+        metrics: Metrics | None = None,
         long_poll_slots: int = 2,
         yaml_limits: YamlLimits = YamlLimits(),
         render_limits: RenderLimits = RenderLimits(),
     ) -> None:
         self.store = store
         self.syncer = syncer
+        self.metrics = metrics or Metrics()
+        self.content = content or ContentCache(MemoryTier(4096), None, self.metrics)
+        # Announcements only matter to a replica that fetches from a remote.
+        self.events = events if syncer is not None else None
         # Waiting requests hold a server thread each; bounding them keeps
         # threads free for ordinary requests whatever the gateways do.
         self._long_polls = threading.BoundedSemaphore(long_poll_slots)
         self._yaml_limits = yaml_limits
         self._render_limits = render_limits
         self._catalogs: LRUCache[str, ReleaseCatalog] = LRUCache(maxsize=_CATALOGS_KEPT)
+        self._resolutions: LRUCache[str, tuple[ReleaseIndex, ChannelTable | None, Resolution]] = LRUCache(
+            maxsize=_RESOLUTIONS_KEPT
+        )
         self._lock = threading.Lock()
+        # The fetch that must finish before pointers are trusted again (0: none).
+        self._catch_up_fetch = 0
+        self._announced_etag: str | None = None
+        self._heard_etag: str | None = None
+        if syncer is not None:
+            syncer.on_fetched = self._after_fetch
+
+    def start(self) -> None:
+        """Start the background work: fetching from the remote, hearing other replicas."""
+        if self.events is not None:
+            self._announced_etag = self.releases().etag
+            self.events.start(self.hear_release_change)
+        if self.syncer is not None:
+            self.syncer.start()
 
     def releases(self) -> ReleaseOverview:
         """Every release, newest first, and the channels."""
@@ -135,23 +180,60 @@ class RegistryService:
     def resolve(self, release: str | None) -> Resolution:
         """The release a request names: ``None`` or ``latest``, an exact
         version, a range, or a ``@channel``."""
-        selector = parse_selector(release)
+        selector = _parse_selector(release)
+        if self._catch_up_fetch and not isinstance(selector, ExactSelector):
+            self._catch_up()
+        try:
+            return self._resolve(selector)
+        except ReleaseNotFound:
+            # A release another replica announced may not be fetched here yet.
+            if not self._catch_up_fetch:
+                raise
+            self._catch_up()
+            return self._resolve(selector)
+
+    def _resolve(self, selector: Selector) -> Resolution:
         index = self.store.releases()
+        channels = self.store.channels() if isinstance(selector, ChannelSelector) else None
+        cached = self._resolutions.get(selector.text)
+        if cached is not None and cached[0] is index and cached[1] is channels:
+            return cached[2]
         if isinstance(selector, ChannelSelector):
-            resolved = self.store.channels().resolve(selector.name, index)
-            return Resolution(requested=selector.text, release=resolved, channel=selector.name)
-        return Resolution(requested=selector.text, release=index.resolve(selector))
+            assert channels is not None
+            resolved = channels.resolve(selector.name, index)
+            resolution = Resolution(requested=selector.text, release=resolved, channel=selector.name)
+        else:
+            resolution = Resolution(requested=selector.text, release=index.resolve(selector))
+        with self._lock:
+            self._resolutions[selector.text] = (index, channels, resolution)
+        return resolution
 
     def list_agents(self, *, release: str | None = None) -> AgentListing:
         """Every agent of a release, invalid ones included with their errors."""
         resolution = self.resolve(release)
-        return AgentListing(resolution, self._catalog(resolution.release).summaries())
+        catalog = self._catalog(resolution.release)
+        summaries = []
+        for usecase, name in catalog.agent_names():
+            path = catalog.repository_path(f"{usecase}/{name}.yml")
+            loaded = self._load(catalog, usecase, name)
+            if isinstance(loaded, InvalidDefinition):
+                summaries.append(
+                    AgentSummary(usecase, name, path, title=None, valid=False, errors=tuple(loaded.errors))
+                )
+            else:
+                summaries.append(AgentSummary(usecase, name, loaded.path, title=loaded.title, valid=True))
+        return AgentListing(resolution, summaries)
 
     def get_agent(self, usecase: str, name: str, *, release: str | None = None) -> AgentAnswer:
         """One agent's definition at a release."""
         check_agent_name(usecase, name)
         resolution = self.resolve(release)
-        return AgentAnswer(resolution, self._catalog(resolution.release).get(usecase, name))
+        loaded = self._load(self._catalog(resolution.release), usecase, name)
+        if isinstance(loaded, InvalidDefinition):
+            # A fresh exception each time: re-raising one instance would grow
+            # its traceback with every request.
+            raise InvalidDefinition(loaded.detail, loaded.errors, **loaded.extensions)
+        return AgentAnswer(resolution, loaded)
 
     def render(self, usecase: str, name: str, inputs: Any, *, release: str | None = None) -> RenderAnswer:
         """One agent rendered with ``inputs`` at a release."""
@@ -186,17 +268,75 @@ class RegistryService:
         self.syncer.trigger()
 
     def close(self) -> None:
-        """Stop syncing and release the store."""
+        """Stop the background work and release the store and Redis."""
+        if self.events is not None:
+            self.events.stop()
         if self.syncer is not None:
             self.syncer.stop()
+        if self.content.shared is not None:
+            self.content.shared.close()
         self.store.close()
+
+    def hear_release_change(self, change: ReleaseChange) -> None:
+        """Another replica announced a release change (or our subscription
+        came back and may have missed one): fetch now, and hold pointer
+        requests until that fetch is done."""
+        if self.syncer is None:
+            return
+        if change.etag is not None:
+            self._heard_etag = change.etag
+            if change.etag == self._announced_etag:
+                return  # we already serve exactly that
+        fetch = self.syncer.trigger()
+        with self._lock:
+            self._catch_up_fetch = max(self._catch_up_fetch, fetch)
+
+    def _after_fetch(self, succeeded: bool) -> None:
+        """After each fetch: announce a change this replica is the first to see."""
+        if not succeeded or self.events is None:
+            return
+        etag = self.releases().etag
+        if etag == self._announced_etag:
+            return
+        self._announced_etag = etag
+        if etag != self._heard_etag:
+            self.events.publish(etag)
+
+    def _catch_up(self) -> None:
+        """Wait (boundedly) for the fetch a release announcement asked for."""
+        fetch = self._catch_up_fetch
+        if not fetch or self.syncer is None:
+            return
+        if not self.syncer.wait_for(fetch, CATCH_UP_SECONDS):
+            log.warning(
+                "a fetch for a release another replica announced is taking over %g s; answering from what is here",
+                CATCH_UP_SECONDS,
+            )
+        with self._lock:
+            if self._catch_up_fetch == fetch:
+                self._catch_up_fetch = 0
+
+    def _load(self, catalog: ReleaseCatalog, usecase: str, name: str) -> LoadedAgent | InvalidDefinition:
+        """One agent of a release, from the first cache tier that has it."""
+
+        def load() -> LoadedAgent | InvalidDefinition:
+            loaded = catalog.load(usecase, name)
+            self.metrics.definition_loads.labels("invalid" if isinstance(loaded, InvalidDefinition) else "valid").inc()
+            return loaded
+
+        return self.content.get(
+            AgentKey(catalog.commit, usecase, name),
+            load,
+            encode=catalog.encode,
+            decode=lambda data: catalog.decode(usecase, name, data),
+        )
 
     def _catalog(self, release: Release) -> ReleaseCatalog:
         with self._lock:
             catalog = self._catalogs.get(release.commit)
         if catalog is not None:
             return catalog
-        # Built outside the lock: listing a tree reads git, and other
+        # Built outside the lock: finding the tree reads git, and other
         # releases' requests should not wait for it.
         catalog = ReleaseCatalog(
             self.store.tree(release),
@@ -205,6 +345,12 @@ class RegistryService:
         )
         with self._lock:
             return self._catalogs.setdefault(release.commit, catalog)
+
+
+@lru_cache(maxsize=_RESOLUTIONS_KEPT)
+def _parse_selector(text: str | None) -> Selector:
+    """``parse_selector``, remembered: parsing a range is most of resolving one."""
+    return parse_selector(text)
 
 
 def _timestamp(seconds: float | None) -> str | None:

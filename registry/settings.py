@@ -23,6 +23,14 @@ import time.
     REGISTRY_MAX_RENDER_SECONDS     2                   longest a render may run
     REGISTRY_MAX_REQUEST_BYTES      1048576             largest request body
     REGISTRY_LOG_LEVEL              info                log level
+    REGISTRY_ACCESS_LOG             true                one JSON line per request on stdout
+    REDIS_URL                       (none)              Redis shared by replicas (redis://, rediss://, unix://)
+    REGISTRY_REDIS_PREFIX           prompt-registry     prefix of every Redis key and channel
+    REGISTRY_REDIS_TIMEOUT          0.05                seconds before a Redis call is given up
+    REGISTRY_CACHE_ENTRIES          4096                definitions kept in each worker's memory
+    REGISTRY_CACHE_MAX_AGE          10                  HTTP max-age for answers to a range, latest or channel
+    REGISTRY_API_TOKENS             (none)              comma-separated bearer tokens required for /v1
+    REGISTRY_ADMIN_TOKENS           (none)              comma-separated bearer tokens for /v1/admin
 
 With neither a repository nor a worktree, the bundled ``library/`` is served
 as a worktree.
@@ -33,7 +41,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +50,8 @@ from registry.mirror import redact
 
 BUNDLED_LIBRARY = Path(__file__).resolve().parent.parent / "library"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_REDIS_PREFIX_SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,64}", re.ASCII)
+_MIN_TOKEN_LENGTH = 16
 _ROOT_SHAPE = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
 
 
@@ -53,7 +63,7 @@ class Settings:
     worktree: str | None = None
     remote: str | None = None
     sync_interval: float = 60.0
-    webhook_secret: str | None = None
+    webhook_secret: str | None = field(default=None, repr=False)
     root: str = "ai_gateway/agents"
     channels_file: str = "channels.yml"
     data_dir: str | None = None
@@ -66,6 +76,14 @@ class Settings:
     max_render_seconds: float = 2.0
     max_request_bytes: int = 1024 * 1024
     log_level: str = "info"
+    access_log: bool = True
+    redis_url: str | None = field(default=None, repr=False)
+    redis_prefix: str = "prompt-registry"
+    redis_timeout: float = 0.05
+    cache_entries: int = 4096
+    cache_max_age: int = 10
+    api_tokens: tuple[str, ...] = field(default=(), repr=False)
+    admin_tokens: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         # The one place the root is normalised: stores take it as given.
@@ -89,6 +107,19 @@ class Settings:
             raise ConfigurationError("port must be at most 65535")
         if self.log_level not in _LOG_LEVELS:
             raise ConfigurationError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
+        if self.redis_url is not None and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigurationError("the Redis URL must start with redis://, rediss:// or unix://")
+        if not _REDIS_PREFIX_SHAPE.fullmatch(self.redis_prefix):
+            raise ConfigurationError("the Redis prefix must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':', '-'")
+        if not 0.001 <= self.redis_timeout <= 5:
+            raise ConfigurationError("the Redis timeout must be between 0.001 and 5 seconds")
+        if self.cache_entries < 1:
+            raise ConfigurationError("cache_entries must be a positive number")
+        if not 0 <= self.cache_max_age <= 86400:
+            raise ConfigurationError("cache_max_age must be between 0 and 86400 seconds")
+        for kind, tokens in (("API", self.api_tokens), ("admin", self.admin_tokens)):
+            if any(len(token) < _MIN_TOKEN_LENGTH for token in tokens):
+                raise ConfigurationError(f"every {kind} token must be at least {_MIN_TOKEN_LENGTH} characters long")
 
     @property
     def source_description(self) -> str:
@@ -128,6 +159,19 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _tokens(raw: str) -> tuple[str, ...]:
+    return tuple(token.strip() for token in raw.split(",") if token.strip())
+
+
 _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("repo", "REGISTRY_REPO", _text),
     ("worktree", "REGISTRY_WORKTREE", _text),
@@ -146,4 +190,12 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("max_render_seconds", "REGISTRY_MAX_RENDER_SECONDS", float),
     ("max_request_bytes", "REGISTRY_MAX_REQUEST_BYTES", int),
     ("log_level", "REGISTRY_LOG_LEVEL", lambda raw: raw.strip().lower()),
+    ("access_log", "REGISTRY_ACCESS_LOG", _flag),
+    ("redis_url", "REDIS_URL", _text),
+    ("redis_prefix", "REGISTRY_REDIS_PREFIX", _text),
+    ("redis_timeout", "REGISTRY_REDIS_TIMEOUT", float),
+    ("cache_entries", "REGISTRY_CACHE_ENTRIES", int),
+    ("cache_max_age", "REGISTRY_CACHE_MAX_AGE", int),
+    ("api_tokens", "REGISTRY_API_TOKENS", _tokens),
+    ("admin_tokens", "REGISTRY_ADMIN_TOKENS", _tokens),
 )

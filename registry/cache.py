@@ -1,0 +1,230 @@
+"""The cache tiers: each worker's memory, then a Redis shared by replicas.
+
+One rule decides what is cached and for how long: content is keyed by what
+never changes, the commit and the path, and is never invalidated (a tier only
+forgets it to stay within its bound). Pointers (a range, ``latest`` or a
+channel to a commit; the release list) are never stored under a content key;
+they are worked out from git in microseconds and cached in memory next to the
+release index they came from, so a new index replaces them.
+
+``ContentCache.get`` looks in memory, then in Redis, then loads (from git),
+filling the tiers on the way back. A warm request is answered from memory
+alone: one Redis round trip (about 130 microseconds) would cost more than the
+rest of the request.
+
+Redis is an accelerator, never a dependency: ``RedisTier`` answers "miss"
+whenever Redis is down, slow (every call has a short timeout) or flushed, logs
+once per outage rather than once per request, counts every error, and keeps
+away from Redis for a growing back-off before trying again, so that an outage
+costs requests nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import redis
+from cachetools import LRUCache
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from registry.definition import SCHEMA_FILE
+from registry.metrics import Metrics
+from registry.rendering import RENDER_SEMANTICS
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Content never changes, so this is not an expiry but hygiene: a Redis run
+# without an eviction policy still sheds records of long-gone releases.
+CONTENT_TTL_SECONDS = 7 * 24 * 3600
+_FIRST_BACKOFF_SECONDS = 0.5
+_MAX_BACKOFF_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class AgentKey:
+    """One definition file at one commit (or worktree content hash)."""
+
+    commit: str
+    usecase: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ReleaseEventsChannel:
+    """The pub/sub channel on which replicas announce release changes."""
+
+
+CacheKey = AgentKey | ReleaseEventsChannel
+
+
+@cache
+def content_format() -> str:
+    """Changes whenever what a record means could: the definition schema or
+    the rendering semantics. A registry never reads another format's records."""
+    digest = hashlib.sha256(SCHEMA_FILE.read_bytes())
+    digest.update(RENDER_SEMANTICS.encode())
+    return digest.hexdigest()[:12]
+
+
+def redis_key(prefix: str, key: CacheKey) -> str:
+    """The Redis key (or channel name) of ``key``: the one place keys are spelt."""
+    if isinstance(key, AgentKey):
+        parts = ("agent", content_format(), key.commit, key.usecase, key.name)
+    else:
+        parts = ("events",)
+    return ":".join((prefix, *(quote(part, safe="") for part in parts)))
+
+
+class MemoryTier:
+    """A bounded, thread-safe LRU of Python objects, in one worker."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._entries: LRUCache[CacheKey, Any] = LRUCache(maxsize=maxsize)
+        self._lock = threading.Lock()
+
+    def get(self, key: CacheKey) -> Any | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: CacheKey, value: Any) -> Any:
+        """Store ``value`` unless another thread stored one first; return the stored one."""
+        with self._lock:
+            return self._entries.setdefault(key, value)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class RedisTier:
+    """Bytes in Redis, failing open."""
+
+    def __init__(self, url: str, *, prefix: str, timeout: float, metrics: Metrics) -> None:
+        self.prefix = prefix
+        self.url = url
+        self.timeout = timeout
+        self._metrics = metrics
+        self.client = connect(url, timeout=timeout)
+        self._lock = threading.Lock()
+        self._healthy = True
+        self._backoff = _FIRST_BACKOFF_SECONDS
+        self._retry_at = 0.0
+        metrics.redis_up.set(1)
+
+    @property
+    def available(self) -> bool:
+        """False during an outage's back-off, when calls are not even tried."""
+        return self._healthy or time.monotonic() >= self._retry_at
+
+    def get(self, key: CacheKey) -> bytes | None:
+        value = self._call("get", lambda: self.client.get(redis_key(self.prefix, key)))
+        return value if isinstance(value, bytes) else None
+
+    def set(self, key: CacheKey, value: bytes, *, ttl: int = CONTENT_TTL_SECONDS) -> None:
+        self._call("set", lambda: self.client.set(redis_key(self.prefix, key), value, ex=ttl))
+
+    def publish(self, key: ReleaseEventsChannel, message: bytes) -> None:
+        self._call("publish", lambda: self.client.publish(redis_key(self.prefix, key), message))
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _call(self, operation: str, call: Callable[[], Any]) -> Any:
+        if not self.available:
+            return None
+        try:
+            result = call()
+        except redis.RedisError as exc:
+            self._failed(operation, exc)
+            return None
+        if not self._healthy:
+            self._recovered()
+        return result
+
+    def _failed(self, operation: str, exc: redis.RedisError) -> None:
+        self._metrics.redis_errors.labels(operation).inc()
+        with self._lock:
+            if self._healthy:
+                log.warning(
+                    "Redis is unavailable (%s: %s); answering from memory and git until it is back",
+                    type(exc).__name__,
+                    exc,
+                )
+                self._healthy = False
+                self._backoff = _FIRST_BACKOFF_SECONDS
+            else:
+                self._backoff = min(self._backoff * 2, _MAX_BACKOFF_SECONDS)
+            self._retry_at = time.monotonic() + self._backoff
+            self._metrics.redis_up.set(0)
+
+    def _recovered(self) -> None:
+        with self._lock:
+            if not self._healthy:
+                log.warning("Redis is available again")
+                self._healthy = True
+                self._metrics.redis_up.set(1)
+
+
+def connect(url: str, *, timeout: float, **options: Any) -> redis.Redis:
+    """A Redis client that gives up after ``timeout`` and never retries.
+
+    redis-py retries failed calls with back-off by default, which turns a
+    Redis outage into seconds of latency per request; here a failed call is
+    a miss at once, and the tier's own back-off decides when to try again.
+    """
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+        **options,
+    )
+
+
+class ContentCache(Generic[T]):
+    """Memory, then Redis, then the loader; never invalidated."""
+
+    def __init__(self, memory: MemoryTier, shared: RedisTier | None, metrics: Metrics) -> None:
+        self.memory = memory
+        self.shared = shared
+        self._metrics = metrics
+
+    def get(
+        self,
+        key: AgentKey,
+        load: Callable[[], T],
+        *,
+        encode: Callable[[T], bytes],
+        decode: Callable[[bytes], T | None],
+    ) -> T:
+        """The value of ``key`` from the first tier that has it, or ``load()``.
+
+        ``load`` may raise (an agent that does not exist): nothing is cached
+        then, so made-up names never take room from real ones.
+        """
+        value = self.memory.get(key)
+        if value is not None:
+            self._metrics.cache_lookups.labels("memory", "hit").inc()
+            return value  # type: ignore[no-any-return]
+        self._metrics.cache_lookups.labels("memory", "miss").inc()
+        if self.shared is not None and self.shared.available:
+            data = self.shared.get(key)
+            value = decode(data) if data is not None else None
+            self._metrics.cache_lookups.labels("redis", "hit" if value is not None else "miss").inc()
+            if value is not None:
+                return self.memory.put(key, value)  # type: ignore[no-any-return]
+        value = load()
+        stored = self.memory.put(key, value)
+        if self.shared is not None and stored is value:
+            self.shared.set(key, encode(value))
+        return stored  # type: ignore[no-any-return]

@@ -1,0 +1,146 @@
+"""Prometheus metrics: what ``GET /metrics`` reports.
+
+Each application has its own ``Metrics`` (so that two applications in one
+test process count separately). Under gunicorn every worker is a process of
+its own, and Prometheus scrapes whichever worker the connection lands on; so
+``prompt-registry serve`` runs prometheus_client's multiprocess mode: it sets
+``PROMETHEUS_MULTIPROC_DIR`` before this module is first imported, each
+worker writes its values to files there, and any worker's ``/metrics`` adds
+them all up (see ``exposition``).
+
+Values that are facts about the registry rather than counts of events (the
+last sync, whether Redis answers) are read at scrape time by a collector, so
+every worker reports the same.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_GIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+def multiprocess_mode() -> bool:
+    """Whether values are shared through files between worker processes."""
+    return bool(os.environ.get(MULTIPROCESS_VARIABLE))
+
+
+class Metrics:
+    """The registry's counters, histograms and gauges."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "prompt_registry_http_requests",
+            "HTTP requests answered, by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "prompt_registry_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.cache_lookups = Counter(
+            "prompt_registry_cache_lookups",
+            "Definition lookups by cache tier (memory, redis) and result (hit, miss)",
+            ["tier", "result"],
+            registry=self.registry,
+        )
+        self.redis_errors = Counter(
+            "prompt_registry_redis_errors",
+            "Redis calls that failed (timeouts, refused connections, errors), by operation",
+            ["operation"],
+            registry=self.registry,
+        )
+        self.redis_up = Gauge(
+            "prompt_registry_redis_up",
+            "1 while this worker's Redis calls succeed, 0 during an outage",
+            registry=self.registry,
+            multiprocess_mode="min",
+        )
+        self.git_read_seconds = Histogram(
+            "prompt_registry_git_read_duration_seconds",
+            "Time to read one object (a file or a tree) from git",
+            buckets=_GIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.definition_loads = Counter(
+            "prompt_registry_definition_loads",
+            "Definitions read, validated and compiled from git, by outcome (valid, invalid)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.release_events = Counter(
+            "prompt_registry_release_events",
+            "Release-change announcements between replicas, by direction (sent, received)",
+            ["direction"],
+            registry=self.registry,
+        )
+
+    def exposition(self, *facts: Collector) -> bytes:
+        """The text format of every metric, across all workers when there are several."""
+        if multiprocess_mode():
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+        else:
+            registry = self.registry
+        scrape = _ScrapeRegistry(registry, facts)
+        return generate_latest(scrape)  # type: ignore[arg-type]
+
+
+class _ScrapeRegistry:
+    """A registry's metrics plus scrape-time facts, without registering the
+    facts permanently (collectors can be registered only once)."""
+
+    def __init__(self, registry: CollectorRegistry, facts: tuple[Collector, ...]) -> None:
+        self._registry = registry
+        self._facts = facts
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._registry.collect()
+        for fact in self._facts:
+            yield from fact.collect()
+
+
+class SyncFacts(Collector):
+    """The mirror's sync status, read when scraped."""
+
+    def __init__(self, status: Callable[[], Any]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        status = self._status()
+        success = GaugeMetricFamily(
+            "prompt_registry_sync_last_success_timestamp_seconds",
+            "When the last successful fetch from the remote finished (0: never)",
+        )
+        success.add_metric([], status.last_success or 0.0)
+        age = GaugeMetricFamily(
+            "prompt_registry_sync_age_seconds", "Seconds since the last successful fetch (-1: never)"
+        )
+        age.add_metric([], time.time() - status.last_success if status.last_success else -1.0)
+        failing = GaugeMetricFamily("prompt_registry_sync_failing", "1 when the latest fetch attempt failed")
+        failing.add_metric([], 1.0 if status.last_error else 0.0)
+        yield success
+        yield age
+        yield failing
+
+
+def worker_exited(pid: int) -> None:
+    """Tell multiprocess mode a worker is gone (gunicorn's ``child_exit``)."""
+    if multiprocess_mode():
+        multiprocess.mark_process_dead(pid)
