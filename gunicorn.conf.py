@@ -8,7 +8,13 @@ environment variables (REGISTRY_HOST, REGISTRY_PORT, REGISTRY_WORKERS,
 REGISTRY_THREADS, ...). gunicorn's own command-line flags still override it.
 """
 
-from registry.server import gunicorn_options
-from registry.settings import Settings
+from registry.metricsdir import prepare_metrics_directory
+
+# Before anything imports prometheus_client: every worker's metrics are
+# added up through files in this directory.
+prepare_metrics_directory()
+
+from registry.server import gunicorn_options  # noqa: E402
+from registry.settings import Settings  # noqa: E402
 
 globals().update(gunicorn_options(Settings.from_env()))

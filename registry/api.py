@@ -6,17 +6,24 @@ Views know nothing of git, YAML or Jinja; errors are raised as
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
+import time
 from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
 from werkzeug.routing import PathConverter
 
 from registry.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
-from registry.models import Resolution
+from registry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from registry.metrics import SyncFacts
+from registry.models import Resolution, encode_json
 from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
+from registry.rendering import RENDER_SEMANTICS
 from registry.service import RegistryService
+from registry.settings import Settings
 from registry.webhooks import is_authentic
 
 bp = Blueprint("api", __name__)
@@ -32,14 +39,68 @@ class MalformedAgentPathConverter(PathConverter):
 
 
 SERVICE_KEY = "prompt_registry.service"
+SETTINGS_KEY = "prompt_registry.settings"
 OPENAPI_KEY = "prompt_registry.openapi"
 _RENDER_FIELDS = {"inputs"}
 MAX_WAIT_SECONDS = 60.0
+IMMUTABLE = "max-age=31536000, immutable"
+# Metric labels must stay few whatever clients send.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def _service() -> RegistryService:
     service: RegistryService = current_app.extensions[SERVICE_KEY]
     return service
+
+
+def _settings() -> Settings:
+    settings: Settings = current_app.extensions[SETTINGS_KEY]
+    return settings
+
+
+@bp.before_app_request
+def _start_and_authenticate() -> None:
+    """Time every request; require a bearer token where one is needed.
+
+    ``/v1/admin/`` always needs an admin token. The rest of ``/v1`` needs an
+    API token when any are configured, except the git webhook, which has its
+    own secret. Probes, metrics and the API description stay open.
+    """
+    g.started = time.perf_counter()
+    path = request.path
+    settings = _settings()
+    if path.startswith("/v1/admin/"):
+        _require_bearer(settings.admin_tokens, "administrative endpoints need a token from REGISTRY_ADMIN_TOKENS")
+    elif settings.api_tokens and path.startswith("/v1/") and path != "/v1/hooks/git":
+        _require_bearer(settings.api_tokens, "this registry needs a bearer token")
+
+
+@bp.after_app_request
+def _observe(response: Response) -> Response:
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    method = request.method if request.method in _METHODS else "other"
+    metrics = _service().metrics
+    metrics.requests.labels(route, method, str(response.status_code)).inc()
+    started = g.get("started")
+    if started is not None:
+        metrics.request_seconds.labels(route).observe(time.perf_counter() - started)
+    return response
+
+
+def _require_bearer(tokens: tuple[str, ...], unconfigured: str) -> None:
+    if not tokens:
+        raise Unauthorized(unconfigured, bearer=True)
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        raise Unauthorized("send the token as 'Authorization: Bearer <token>'", bearer=True)
+    supplied = credentials.strip().encode("latin-1", "replace")
+    # Every token is compared, in constant time each, so neither the timing
+    # nor the number of comparisons tells which token came close.
+    matched = False
+    for token in tokens:
+        matched |= hmac.compare_digest(supplied, token.encode("utf-8"))
+    if not matched:
+        raise Unauthorized("the bearer token is not valid", bearer=True)
 
 
 def _release_parameter() -> str | None:
@@ -52,14 +113,26 @@ def _release_parameter() -> str | None:
 
 
 def _with_provenance(response: Response, resolution: Resolution) -> Response:
+    """Provenance and caching headers.
+
+    A request for one release tag gets an answer that never changes, so any
+    cache may keep it for good; a range, ``latest``, a channel or the
+    worktree may resolve differently tomorrow, so those are kept briefly.
+    With tokens required, only the client's own cache may keep answers.
+    """
     response.headers["X-Registry-Release"] = resolution.release.tag
     response.headers["X-Registry-Commit"] = resolution.release.commit
+    settings = _settings()
+    scope = "private" if settings.api_tokens else "public"
+    lifetime = IMMUTABLE if resolution.immutable else f"max-age={settings.cache_max_age}"
+    response.headers["Cache-Control"] = f"{scope}, {lifetime}"
+    if settings.api_tokens:
+        response.headers["Vary"] = "Authorization"
     return response
 
 
-def _conditional(response: Response, etag: str) -> Response:
-    response.set_etag(etag)
-    return response.make_conditional(request)
+def _json_bytes(body: bytes) -> Response:
+    return current_app.response_class(body, mimetype="application/json")
 
 
 @bp.get("/v1/releases")
@@ -71,7 +144,9 @@ def list_releases() -> Response:
     response.set_etag(overview.etag)
     if waited:
         response.headers["Preference-Applied"] = f"wait={wait:g}"
-    response.headers["Vary"] = "Prefer"
+    response.headers["Vary"] = "Prefer, Authorization" if _settings().api_tokens else "Prefer"
+    # Watched for changes: every use revalidates (cheaply, by ETag).
+    response.headers["Cache-Control"] = "no-cache"
     return response.make_conditional(request)
 
 
@@ -86,31 +161,62 @@ def list_agents() -> Response:
 def get_agent(usecase: str, name: str) -> Response:
     answer = _service().get_agent(usecase, name, release=_release_parameter())
     agent = answer.agent
-    body = {
-        "release": answer.resolution.as_dict(),
-        "usecase": agent.usecase,
-        "name": agent.name,
-        "path": agent.path,
-        "digest": agent.digest,
-        "definition": agent.compiled.definition,
-    }
-    return _conditional(_with_provenance(jsonify(body), answer.resolution), agent.digest)
+    # The definition was encoded once, when first loaded; only the small
+    # parts around it are encoded per request.
+    body = b"".join(
+        (
+            b'{"release":',
+            encode_json(answer.resolution.as_dict()),
+            b',"usecase":',
+            encode_json(agent.usecase),
+            b',"name":',
+            encode_json(agent.name),
+            b',"path":',
+            encode_json(agent.path),
+            b',"digest":',
+            encode_json(agent.digest),
+            b',"definition":',
+            agent.definition_json,
+            b"}\n",
+        )
+    )
+    response = _with_provenance(_json_bytes(body), answer.resolution)
+    response.set_etag(agent.digest)
+    return response.make_conditional(request)
 
 
 @bp.post("/v1/agents/<usecase>/<name>/render")
 def render_agent(usecase: str, name: str) -> Response:
     inputs = _render_inputs()
-    answer = _service().render(usecase, name, inputs, release=_release_parameter())
+    service = _service()
+    release = _release_parameter()
+    answer = service.get_agent(usecase, name, release=release)
+    # Equal digests render identically, so the digest and the inputs name the
+    # result: a client that has it is told so before anything is rendered.
+    etag = _render_etag(answer.agent.digest, inputs)
+    if request.if_none_match.contains_weak(etag):
+        response = _with_provenance(current_app.response_class(status=304), answer.resolution)
+        response.set_etag(etag)
+        return response
+    rendered = service.render_answer(answer, inputs)
     body = {
-        "release": answer.resolution.as_dict(),
-        "usecase": answer.agent.usecase,
-        "name": answer.agent.name,
-        "digest": answer.agent.digest,
-        "messages": answer.prompt.as_dicts(),
-        "model": answer.prompt.model,
-        "params": answer.prompt.params,
+        "release": rendered.resolution.as_dict(),
+        "usecase": rendered.agent.usecase,
+        "name": rendered.agent.name,
+        "digest": rendered.agent.digest,
+        "messages": rendered.prompt.as_dicts(),
+        "model": rendered.prompt.model,
+        "params": rendered.prompt.params,
     }
-    return _with_provenance(jsonify(body), answer.resolution)
+    response = _with_provenance(jsonify(body), rendered.resolution)
+    response.set_etag(_render_etag(rendered.agent.digest, inputs))
+    return response
+
+
+def _render_etag(digest: str, inputs: dict[str, Any]) -> str:
+    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    material = f"{RENDER_SEMANTICS}\0{digest}\0{canonical}".encode()
+    return "render-" + hashlib.sha256(material).hexdigest()[:40]
 
 
 @bp.route("/v1/agents/<malformed_agent_path:rest>", methods=["GET", "POST"])
@@ -133,6 +239,26 @@ def git_hook() -> Response:
     response = jsonify({"status": "accepted"})
     response.status_code = 202
     return response
+
+
+@bp.post("/v1/admin/sync")
+def admin_sync() -> Response:
+    _service().request_sync()
+    response = jsonify({"status": "accepted"})
+    response.status_code = 202
+    return response
+
+
+@bp.get("/v1/admin/cache")
+def admin_cache() -> Response:
+    return jsonify(_service().cache_status())
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    service = _service()
+    facts = [SyncFacts(service.syncer.status)] if service.syncer is not None else []
+    return Response(service.metrics.exposition(*facts), content_type=METRICS_CONTENT_TYPE)
 
 
 @bp.get("/readyz")

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from flask import Flask
 
-from registry.api import OPENAPI_KEY, SERVICE_KEY, MalformedAgentPathConverter, bp
+from registry.api import OPENAPI_KEY, SERVICE_KEY, SETTINGS_KEY, MalformedAgentPathConverter, bp
 from registry.cache import ContentCache, MemoryTier, RedisTier
 from registry.errors import StoreError
 from registry.events import ReleaseEvents
@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     service = build_service(settings)
     service.start()
     app.extensions[SERVICE_KEY] = service
+    app.extensions[SETTINGS_KEY] = settings
     app.config["REGISTRY_WEBHOOK_SECRET"] = settings.webhook_secret
     app.extensions[OPENAPI_KEY] = openapi_document()
     app.register_blueprint(bp)

@@ -105,6 +105,10 @@ class MemoryTier:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def capacity(self) -> int:
+        return int(self._entries.maxsize)
+
 
 class RedisTier:
     """Bytes in Redis, failing open."""

@@ -15,12 +15,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from registry.app import build_service
 from registry.errors import ConfigurationError, NotFound, RegistryError
-from registry.service import RegistryService
+from registry.metricsdir import prepare_metrics_directory
 from registry.settings import Settings
+
+if TYPE_CHECKING:
+    from registry.service import RegistryService
 
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +106,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _serve(settings: Settings) -> int:
+    # Before registry.app (which imports prometheus_client): metrics from
+    # every worker process are added up through this directory.
+    prepare_metrics_directory()
+    from registry.app import build_service
     from registry.server import RegistryServer
 
     # Open the store once before forking, so that a wrong path fails here
@@ -181,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 webhook_secret=args.webhook_secret,
             )
             return _serve(settings)
+        from registry.app import build_service
+
         service = build_service(_settings(args))
         try:
             if service.syncer is not None and not service.syncer.sync_now():

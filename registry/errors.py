@@ -48,6 +48,10 @@ class RegistryError(Exception):
         """Extension members added to the problem body (JSON-compatible)."""
         return dict(self.extensions)
 
+    def response_headers(self) -> dict[str, str]:
+        """HTTP headers the problem response carries besides its body."""
+        return {}
+
 
 class InvalidRequest(RegistryError, ValueError):
     """The request is malformed: bad names, a bad release, bad JSON."""
@@ -123,11 +127,19 @@ class RenderError(RegistryError):
 
 
 class Unauthorized(RegistryError):
-    """The request lacks valid credentials (a webhook secret)."""
+    """The request lacks valid credentials (a bearer token, a webhook secret)."""
 
     slug = "unauthorized"
     title = "Unauthorized"
     status = 401
+
+    def __init__(self, detail: str, *, bearer: bool = False) -> None:
+        super().__init__(detail)
+        self.bearer = bearer
+
+    def response_headers(self) -> dict[str, str]:
+        # RFC 6750: a 401 for a bearer-protected resource names the scheme.
+        return {"WWW-Authenticate": 'Bearer realm="prompt-registry"'} if self.bearer else {}
 
 
 class NotReady(RegistryError):

@@ -20,7 +20,7 @@ from jinja2 import TemplateNotFound
 
 from registry.definition import CompiledAgent, compile_definition, definition_digest
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError
-from registry.models import Issue, shorten
+from registry.models import Issue, encode_json, shorten
 from registry.rendering import TemplateEnvironment
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.store import Tree
@@ -96,11 +96,6 @@ class LoadedAgent:
         if self._definition_json is None:
             self._definition_json = encode_json(self.definition)
         return self._definition_json
-
-
-def encode_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON, keys in their given order: the API's encoding."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 # The shape of a cache record; bump when it changes, so that records written

@@ -4,7 +4,8 @@ Each application has its own ``Metrics`` (so that two applications in one
 test process count separately). Under gunicorn every worker is a process of
 its own, and Prometheus scrapes whichever worker the connection lands on; so
 ``prompt-registry serve`` runs prometheus_client's multiprocess mode: it sets
-``PROMETHEUS_MULTIPROC_DIR`` before this module is first imported, each
+``PROMETHEUS_MULTIPROC_DIR`` before this module is first imported
+(``registry.metricsdir``), each
 worker writes its values to files there, and any worker's ``/metrics`` adds
 them all up (see ``exposition``).
 
@@ -24,7 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+from registry.metricsdir import MULTIPROCESS_VARIABLE
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -70,7 +72,7 @@ class Metrics:
             "prompt_registry_redis_up",
             "1 while this worker's Redis calls succeed, 0 during an outage",
             registry=self.registry,
-            multiprocess_mode="min",
+            multiprocess_mode="livemin",
         )
         self.git_read_seconds = Histogram(
             "prompt_registry_git_read_duration_seconds",

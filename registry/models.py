@@ -6,8 +6,14 @@ that gives the JSON shape the API uses.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON, keys in their given order: the API's encoding."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def shorten(text: object, limit: int = 80) -> str:
@@ -94,6 +100,8 @@ class Resolution:
     requested: str
     release: Release
     channel: str | None = None
+    immutable: bool = False
+    """The request named one release tag exactly: the answer never changes."""
 
     def as_dict(self) -> dict[str, Any]:
         return {

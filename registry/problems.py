@@ -76,6 +76,8 @@ def problem_response(
     # ASCII-escaped: details may quote caller input, which a problem must
     # carry whatever it contains.
     response = Response(json.dumps(body), status=status, mimetype=PROBLEM_MEDIA_TYPE)
+    # An error is about this request at this moment: no cache may keep it.
+    response.headers["Cache-Control"] = "no-store"
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response
@@ -84,7 +86,14 @@ def problem_response(
 def _registry_error(error: RegistryError) -> Response:
     if error.status >= 500:
         log.error("%s: %s", error.slug, error.detail, exc_info=error.__cause__ is not None)
-    return problem_response(error.slug, error.status, error.title, error.detail, extensions=error.problem_fields())
+    return problem_response(
+        error.slug,
+        error.status,
+        error.title,
+        error.detail,
+        extensions=error.problem_fields(),
+        headers=error.response_headers(),
+    )
 
 
 def _http_error(error: HTTPException) -> Response:

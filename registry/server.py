@@ -23,6 +23,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from registry.app import create_app
+from registry.metrics import worker_exited
 from registry.settings import Settings
 
 
@@ -49,10 +50,16 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout": 30,
         "keepalive": 5,
         "proc_name": "prompt-registry",
+        "child_exit": _child_exit,
         # One well-known control socket per user would clash between
         # several registries on one machine; we manage by signals.
         "control_socket_disable": True,
     }
+
+
+def _child_exit(server: Any, worker: Any) -> None:
+    """A worker is gone: its live gauges no longer count (multiprocess metrics)."""
+    worker_exited(worker.pid)
 
 
 class JsonAccessLogger(Logger):  # type: ignore[misc]

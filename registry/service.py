@@ -148,7 +148,6 @@ class RegistryService:
     def start(self) -> None:
         """Start the background work: fetching from the remote, hearing other replicas."""
         if self.events is not None:
-            self._announced_etag = self.releases().etag
             self.events.start(self.hear_release_change)
         if self.syncer is not None:
             self.syncer.start()
@@ -203,7 +202,11 @@ class RegistryService:
             resolved = channels.resolve(selector.name, index)
             resolution = Resolution(requested=selector.text, release=resolved, channel=selector.name)
         else:
-            resolution = Resolution(requested=selector.text, release=index.resolve(selector))
+            resolved = index.resolve(selector)
+            # A tag's content never changes (a moved tag keeps its first commit);
+            # the worktree's does.
+            immutable = isinstance(selector, ExactSelector) and resolved.version is not None
+            resolution = Resolution(requested=selector.text, release=resolved, immutable=immutable)
         with self._lock:
             self._resolutions[selector.text] = (index, channels, resolution)
         return resolution
@@ -237,7 +240,10 @@ class RegistryService:
 
     def render(self, usecase: str, name: str, inputs: Any, *, release: str | None = None) -> RenderAnswer:
         """One agent rendered with ``inputs`` at a release."""
-        answer = self.get_agent(usecase, name, release=release)
+        return self.render_answer(self.get_agent(usecase, name, release=release), inputs)
+
+    def render_answer(self, answer: AgentAnswer, inputs: Any) -> RenderAnswer:
+        """Render an agent already fetched with ``get_agent``."""
         prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
         return RenderAnswer(answer.resolution, answer.agent, prompt)
 
@@ -260,6 +266,20 @@ class RegistryService:
         if not status.synced:
             raise NotReady("no successful sync from the remote yet", sync=sync)
         return {"status": "ready", "sync": sync, "moved_tags": moved}
+
+    def cache_status(self) -> dict[str, Any]:
+        """What ``GET /v1/admin/cache`` reports: the tiers of this worker."""
+        shared = self.content.shared
+        return {
+            "memory": {"entries": len(self.content.memory), "capacity": self.content.memory.capacity},
+            "redis": None
+            if shared is None
+            else {
+                "prefix": shared.prefix,
+                "available": shared.available,
+                "announcements": None if self.events is None else self.events.subscribed.is_set(),
+            },
+        }
 
     def request_sync(self) -> None:
         """Fetch from the remote soon (a push notification arrived)."""
@@ -285,7 +305,7 @@ class RegistryService:
             return
         if change.etag is not None:
             self._heard_etag = change.etag
-            if change.etag == self._announced_etag:
+            if change.etag == self.releases().etag:
                 return  # we already serve exactly that
         fetch = self.syncer.trigger()
         with self._lock:
@@ -296,10 +316,11 @@ class RegistryService:
         if not succeeded or self.events is None:
             return
         etag = self.releases().etag
-        if etag == self._announced_etag:
-            return
-        self._announced_etag = etag
-        if etag != self._heard_etag:
+        previous, self._announced_etag = self._announced_etag, etag
+        # A process's first fetch is no change to the fleet (every replica
+        # starts that way), so it is not announced: a deploy would otherwise
+        # make every worker of every replica fetch again.
+        if previous is not None and etag != previous and etag != self._heard_etag:
             self.events.publish(etag)
 
     def _catch_up(self) -> None:

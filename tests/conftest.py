@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from flask.testing import FlaskClient
 
 from registry.app import create_app
 from registry.settings import Settings
+from tests.redis_server import RedisServer
 
 AGENTS = "ai_gateway/agents"
 
@@ -144,7 +146,77 @@ def client_for(repo: LibraryRepo, **settings: Any) -> FlaskClient:
 def app(released_repo: LibraryRepo) -> Iterator[Flask]:
     application = make_app(Settings(repo=str(released_repo.path)))
     yield application
-    application.extensions["prompt_registry.service"].store.close()
+    application.extensions["prompt_registry.service"].close()
+
+
+class Upstream:
+    """A bare 'remote' repository, and a working clone that pushes to it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.work = LibraryRepo(tmp_path / "work")
+        self.bare = tmp_path / "upstream.git"
+        self.work.git("init", "-q", "--bare", "-b", "main", str(self.bare))
+        self.work.git("remote", "add", "origin", str(self.bare))
+        self.url = self.bare.as_uri()
+
+    def publish(self, tag: str, files: dict[str, str]) -> None:
+        self.work.release(tag, files)
+        self.work.git("push", "-q", "--force", "origin", "main", "--tags")
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Upstream:
+    remote = Upstream(tmp_path)
+    remote.publish("v1.2.0", {"chat/minimal.yml": MINIMAL})
+    return remote
+
+
+@pytest.fixture
+def make_mirror_app(tmp_path: Path) -> Iterator[Callable[..., Flask]]:
+    apps: list[Flask] = []
+
+    def build(url: str, **settings: object) -> Flask:
+        defaults: dict[str, object] = {"data_dir": str(tmp_path / f"data{len(apps)}"), "sync_interval": 3600}
+        app = make_app(Settings(remote=url, **{**defaults, **settings}))  # type: ignore[arg-type]
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.extensions["prompt_registry.service"].close()
+
+
+def eventually(check: Callable[[], bool], *, seconds: float = 15.0) -> None:
+    """Wait until ``check()`` holds; fail after ``seconds`` (a deadline, not a measurement)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def shared_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the session, stopped by PID at the end."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(shared_redis: RedisServer) -> str:
+    """The shared redis-server's URL, emptied for this test."""
+    with shared_redis.client() as client:
+        client.flushall()
+    return shared_redis.url
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own, to kill and restart."""
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

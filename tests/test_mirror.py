@@ -8,7 +8,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,55 +16,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from registry.mirror import GitMirror, SyncError, redact
-from registry.settings import Settings
-from tests.conftest import MINIMAL, LibraryRepo, make_app
+from tests.conftest import MINIMAL, Upstream, eventually
 
 SECRET = "hook-secret"
-
-
-class Upstream:
-    """A bare 'remote' repository, and a working clone that pushes to it."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.work = LibraryRepo(tmp_path / "work")
-        self.bare = tmp_path / "upstream.git"
-        self.work.git("init", "-q", "--bare", "-b", "main", str(self.bare))
-        self.work.git("remote", "add", "origin", str(self.bare))
-        self.url = self.bare.as_uri()
-
-    def publish(self, tag: str, files: dict[str, str]) -> None:
-        self.work.release(tag, files)
-        self.work.git("push", "-q", "--force", "origin", "main", "--tags")
-
-
-@pytest.fixture
-def upstream(tmp_path: Path) -> Upstream:
-    remote = Upstream(tmp_path)
-    remote.publish("v1.2.0", {"chat/minimal.yml": MINIMAL})
-    return remote
-
-
-@pytest.fixture
-def make_mirror_app(tmp_path: Path) -> Iterator[Callable[..., Flask]]:
-    apps: list[Flask] = []
-
-    def build(url: str, **settings: object) -> Flask:
-        defaults: dict[str, object] = {"data_dir": str(tmp_path / f"data{len(apps)}"), "sync_interval": 3600}
-        app = make_app(Settings(remote=url, **{**defaults, **settings}))  # type: ignore[arg-type]
-        apps.append(app)
-        return app
-
-    yield build
-    for app in apps:
-        app.extensions["prompt_registry.service"].close()
-
-
-def _eventually(check: Callable[[], bool], *, seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
 
 
 def _tags(client: FlaskClient) -> list[str]:
@@ -77,7 +31,7 @@ def _ready(client: FlaskClient) -> bool:
 
 def test_the_first_sync_makes_the_registry_ready(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
     client = make_mirror_app(upstream.url).test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     body = client.get("/readyz").get_json()
     assert body["sync"]["remote"] == upstream.url and body["sync"]["last_error"] is None
     assert _tags(client) == ["v1.2.0"]
@@ -86,13 +40,13 @@ def test_the_first_sync_makes_the_registry_ready(upstream: Upstream, make_mirror
 
 def test_a_pushed_tag_appears_right_after_a_webhook(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
     client = make_mirror_app(upstream.url, webhook_secret=SECRET).test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     upstream.publish("v2.0.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "terse")})
     upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
     assert _tags(client) == ["v1.2.0"]  # nothing fetched yet: the interval is an hour
     response = client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET}, data=b"{}")
     assert response.status_code == 202
-    _eventually(lambda: "v1.3.0" in _tags(client), seconds=10)
+    eventually(lambda: "v1.3.0" in _tags(client), seconds=10)
     pinned = client.get("/v1/agents/chat/minimal?release=^1.2")
     assert pinned.headers["X-Registry-Release"] == "v1.3.0"
     assert pinned.get_json()["definition"]["prompt_templates"]["system"] == "You are kind."
@@ -100,9 +54,9 @@ def test_a_pushed_tag_appears_right_after_a_webhook(upstream: Upstream, make_mir
 
 def test_new_tags_appear_within_one_sync_interval(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
     client = make_mirror_app(upstream.url, sync_interval=1).test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL})
-    _eventually(lambda: "v1.3.0" in _tags(client), seconds=10)
+    eventually(lambda: "v1.3.0" in _tags(client), seconds=10)
 
 
 def test_channels_are_read_from_the_remotes_default_branch(
@@ -111,7 +65,7 @@ def test_channels_are_read_from_the_remotes_default_branch(
     upstream.work.write("channels.yml", "production: v1.2.0\n", under_agents=False)
     upstream.publish("v1.2.1", {})
     client = make_mirror_app(upstream.url).test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     assert client.get("/v1/agents?release=@production").headers["X-Registry-Release"] == "v1.2.0"
 
 
@@ -119,7 +73,7 @@ def test_a_force_moved_and_a_deleted_tag_upstream(upstream: Upstream, make_mirro
     upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
     app = make_mirror_app(upstream.url, webhook_secret=SECRET)
     client = app.test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     first = upstream.work.git("rev-parse", "v1.2.0")
     upstream.work.write("chat/minimal.yml", MINIMAL.replace("helpful", "sneaky"))
     moved = upstream.work.commit("rewrite")
@@ -127,7 +81,7 @@ def test_a_force_moved_and_a_deleted_tag_upstream(upstream: Upstream, make_mirro
     upstream.work.git("push", "-q", "--force", "origin", "main", "--tags")
     upstream.work.git("push", "-q", "origin", ":refs/tags/v1.3.0")
     client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET})
-    _eventually(lambda: "v1.3.0" not in _tags(client))
+    eventually(lambda: "v1.3.0" not in _tags(client))
     response = client.get("/v1/agents/chat/minimal?release=v1.2.0")
     assert response.headers["X-Registry-Commit"] == first
     assert response.get_json()["definition"]["prompt_templates"]["system"] == "You are helpful."
@@ -142,7 +96,7 @@ def test_an_unreachable_remote_is_not_ready_and_hides_its_credentials(
         port = closed.getsockname()[1]
     url = f"http://deploy:s3cret-token@127.0.0.1:{port}/prompts.git"
     client = make_mirror_app(url).test_client()
-    _eventually(lambda: client.get("/readyz").get_json(force=True).get("sync", {}).get("last_error") is not None)
+    eventually(lambda: client.get("/readyz").get_json(force=True).get("sync", {}).get("last_error") is not None)
     response = client.get("/readyz")
     assert response.status_code == 503
     body = response.get_json(force=True)
@@ -157,10 +111,10 @@ def test_a_remote_that_fails_later_keeps_serving_what_was_fetched(
     upstream: Upstream, make_mirror_app: Callable[..., Flask], tmp_path: Path
 ) -> None:
     client = make_mirror_app(upstream.url, webhook_secret=SECRET).test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     upstream.bare.rename(tmp_path / "gone.git")
     client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET})
-    _eventually(lambda: client.get("/readyz").get_json()["sync"]["last_error"] is not None)
+    eventually(lambda: client.get("/readyz").get_json()["sync"]["last_error"] is not None)
     assert client.get("/readyz").status_code == 200
     assert client.get("/v1/agents/chat/minimal").status_code == 200
 
@@ -205,7 +159,7 @@ def test_webhooks_are_off_without_a_secret_or_a_remote(
 def test_fifty_concurrent_webhooks_coalesce(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
     app = make_mirror_app(upstream.url, webhook_secret=SECRET)
     client = app.test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     syncer = app.extensions["prompt_registry.service"].syncer
     before = syncer.fetches
     barrier = threading.Barrier(50)
@@ -228,7 +182,7 @@ def test_fifty_concurrent_webhooks_coalesce(upstream: Upstream, make_mirror_app:
 def test_reads_during_fetches_are_never_torn(upstream: Upstream, make_mirror_app: Callable[..., Flask]) -> None:
     app = make_mirror_app(upstream.url, webhook_secret=SECRET)
     client = app.test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     stop = threading.Event()
     failures: list[str] = []
 
@@ -251,7 +205,7 @@ def test_reads_during_fetches_are_never_torn(upstream: Upstream, make_mirror_app
         tag = f"v1.{minor}.0"
         upstream.publish(tag, {"chat/minimal.yml": MINIMAL.replace("helpful.", f"helpful {tag}.")})
         client.post("/v1/hooks/git", headers={"X-Gitlab-Token": SECRET})
-        _eventually(lambda tag=tag: tag in _tags(client))
+        eventually(lambda tag=tag: tag in _tags(client))
     stop.set()
     for reader in readers:
         reader.join()
@@ -286,7 +240,7 @@ def test_a_replayed_notification_only_triggers_another_coalesced_fetch(
 ) -> None:
     app = make_mirror_app(upstream.url, webhook_secret=SECRET)
     client = app.test_client()
-    _eventually(lambda: _ready(client))
+    eventually(lambda: _ready(client))
     body = b'{"ref": "refs/tags/v1.2.0"}'
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     for _ in range(3):
