@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry.errors import ConfigurationError, NotFound, RegistryError
 from registry.metricsdir import prepare_metrics_directory
+from registry.mirror import redact
 from registry.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
         "--sync-interval", type=float, help="seconds between fetches (default 60) [REGISTRY_SYNC_INTERVAL]"
     )
     serve.add_argument("--webhook-secret", help="secret for POST /v1/hooks/git [REGISTRY_WEBHOOK_SECRET]")
+    serve.add_argument("--redis-url", metavar="URL", help="Redis shared by replicas (optional) [REDIS_URL]")
+    serve.add_argument(
+        "--redis-prefix", help="prefix of Redis keys and channels (default prompt-registry) [REGISTRY_REDIS_PREFIX]"
+    )
 
     releases = commands.add_parser(
         "releases",
@@ -121,12 +126,13 @@ def _serve(settings: Settings) -> int:
     finally:
         service.close()
     logging.getLogger("registry").info(
-        "serving %s (%d release%s) on http://%s:%d",
+        "serving %s (%d release%s) on http://%s:%d, caching %s",
         settings.source_description,
         count,
         "" if count == 1 else "s",
         settings.host,
         settings.port,
+        f"in memory and in Redis at {redact(settings.redis_url)}" if settings.redis_url else "in memory",
     )
     RegistryServer(settings).run()
     return 0
@@ -185,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 threads=args.threads,
                 sync_interval=args.sync_interval,
                 webhook_secret=args.webhook_secret,
+                redis_url=args.redis_url,
+                redis_prefix=args.redis_prefix,
             )
             return _serve(settings)
         from registry.app import build_service

@@ -19,6 +19,8 @@ from typing import Any
 from tests.conftest import LibraryRepo
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
+GUNICORN = str(Path(sys.executable).parent / "gunicorn")
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def _free_port() -> int:
@@ -40,13 +42,18 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
 
 
 @contextmanager
-def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    port = _free_port()
+def _serving(
+    *args: str, env: dict[str, str] | None = None, command: list[str] | None = None, port: int | None = None
+) -> Iterator[str]:
+    """Run ``prompt-registry serve`` (or ``command``, which listens on ``port``)
+    until the block ends; stopped by PID with SIGTERM."""
+    port = port or _free_port()
     process = subprocess.Popen(
-        [CLI, "serve", "--port", str(port), "--workers", "1", *args],
+        command or [CLI, "serve", "--port", str(port), "--workers", "1", *args],
         env=env or _clean_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        cwd=REPOSITORY,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -70,7 +77,12 @@ def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
                 process.kill()
                 process.wait()
             if process.stdout:
+                _OUTPUT[base] = process.stdout.read().decode(errors="replace")
                 process.stdout.close()
+
+
+# What each server printed, by base URL, once it has stopped.
+_OUTPUT: dict[str, str] = {}
 
 
 def test_serve_with_no_options_serves_the_bundled_library() -> None:
@@ -255,3 +267,51 @@ def test_long_polls_under_gunicorn_leave_threads_for_other_requests(released_rep
         for poller in pollers:
             poller.join(timeout=30)
         assert sorted(outcomes) == [200, 200, 304]
+
+
+def _metric_total(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_add_up_every_worker_and_access_logs_are_json() -> None:
+    with _serving("--workers", "2", "--threads", "2") as base:
+        for _ in range(30):
+            assert _get(base + "/v1/agents/chat/minimal?release=worktree")[0] == 200
+        assert _get(base + '/v1/agents/chat/mi%22ni%0Amal?release="x"')[0] == 400
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+            text = response.read().decode()
+    route = "/v1/agents/<usecase>/<name>"
+    assert _metric_total(text, "prompt_registry_http_requests_total", route=route, status="200") == 30
+    assert _metric_total(text, "prompt_registry_http_request_duration_seconds_count", route=route) == 31
+    entries = [json.loads(line) for line in _OUTPUT[base].splitlines() if line.startswith('{"time"')]
+    served = [e for e in entries if e["path"] == "/v1/agents/chat/minimal"]
+    assert len(served) == 30 and all(e["status"] == 200 and e["method"] == "GET" for e in served)
+    assert {"time", "remote_addr", "query", "bytes", "duration_ms", "user_agent"} <= set(served[0])
+    # A quote and a newline in the request stay inside one JSON string.
+    hostile = [e for e in entries if e["status"] == 400]
+    assert hostile[0]["path"] == '/v1/agents/chat/mi"ni\nmal' and hostile[0]["query"] == 'release="x"'
+
+
+def test_gunicorn_conf_runs_the_registry_directly(released_repo: LibraryRepo) -> None:
+    port = _free_port()
+    environment = {**_clean_environment(), "REGISTRY_REPO": str(released_repo.path), "REGISTRY_PORT": str(port)}
+    command = [GUNICORN, "-c", "gunicorn.conf.py", "registry.app:create_app()"]
+    with _serving(command=command, env=environment, port=port) as base:
+        assert _get(base + "/v1/releases")[1]["latest"] == "v1.1.0"
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+            assert "prompt_registry_http_requests_total" in response.read().decode()
+    assert '"path": "/v1/releases"' in _OUTPUT[base]
+
+
+def test_serve_with_a_redis_fills_it(released_repo: LibraryRepo, redis_url: str) -> None:
+    import redis
+
+    with _serving("--repo", str(released_repo.path), "--redis-url", redis_url, "--redis-prefix", "cli-test") as base:
+        assert _get(base + "/v1/agents/chat/minimal?release=v1.0.0")[0] == 200
+        with redis.Redis.from_url(redis_url) as direct:
+            assert [k.decode().split(":")[0] for k in direct.keys("*")] == ["cli-test"]
+    assert f"in Redis at {redis_url}" in _OUTPUT[base]
