@@ -35,10 +35,12 @@ import redis
 from cachetools import LRUCache
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from registry.definition import SCHEMA_FILE
 from registry.metrics import Metrics
 from registry.rendering import RENDER_SEMANTICS
+from registry.settings import SENTINEL_SCHEME, parse_sentinel_url
 
 log = logging.getLogger(__name__)
 
@@ -185,14 +187,24 @@ def connect(url: str, *, timeout: float, **options: Any) -> redis.Redis:
     redis-py retries failed calls with back-off by default, which turns a
     Redis outage into seconds of latency per request; here a failed call is
     a miss at once, and the tier's own back-off decides when to try again.
+
+    ``redis+sentinel://[:password@]host:port[,host:port...]/service[/db]``
+    finds the primary through Redis Sentinel, and follows it on failover.
     """
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
+    settings: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
         **options,
-    )
+    }
+    if url.startswith(SENTINEL_SCHEME):
+        sentinels, service, password, db = parse_sentinel_url(url)
+        sentinel = Sentinel(
+            sentinels,
+            sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout, "password": password},
+        )
+        return sentinel.master_for(service, password=password, db=db, **settings)
+    return redis.Redis.from_url(url, **settings)
 
 
 class ContentCache(Generic[T]):

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from registry.errors import ConfigurationError
 from registry.mirror import redact
@@ -107,8 +108,8 @@ class Settings:
             raise ConfigurationError("port must be at most 65535")
         if self.log_level not in _LOG_LEVELS:
             raise ConfigurationError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
-        if self.redis_url is not None and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigurationError("the Redis URL must start with redis://, rediss:// or unix://")
+        if self.redis_url is not None:
+            _check_redis_url(self.redis_url)
         if not _REDIS_PREFIX_SHAPE.fullmatch(self.redis_prefix):
             raise ConfigurationError("the Redis prefix must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':', '-'")
         if not 0.001 <= self.redis_timeout <= 5:
@@ -153,6 +154,38 @@ class Settings:
         if unknown:
             raise ConfigurationError(f"unknown settings: {', '.join(sorted(unknown))}")
         return cls(**values)
+
+
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, str | None, int]:
+    """Sentinel addresses, service name, password and database of a
+    ``redis+sentinel://`` URL; ``ValueError`` when it is not one."""
+    rest = url[len(SENTINEL_SCHEME) :]
+    netloc, _, path = rest.partition("/")
+    credentials, _, hosts = netloc.rpartition("@")
+    password = unquote(credentials.partition(":")[2]) or None if credentials else None
+    sentinels = []
+    for host in hosts.split(","):
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit():
+            raise ValueError("each Sentinel is host:port")
+        sentinels.append((name.strip("[]"), int(port)))
+    parts = [part for part in path.split("/") if part]
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ValueError("the path is /<service name>[/<database number>]")
+    return sentinels, unquote(parts[0]), password, int(parts[1]) if len(parts) == 2 else 0
+
+
+def _check_redis_url(url: str) -> None:
+    if url.startswith(SENTINEL_SCHEME):
+        try:
+            parse_sentinel_url(url)
+        except ValueError as exc:
+            raise ConfigurationError(f"the Redis Sentinel URL is malformed: {exc}") from None
+    elif not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigurationError("the Redis URL must start with redis://, rediss://, unix:// or redis+sentinel://")
 
 
 def _text(raw: str) -> str:

@@ -99,3 +99,51 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
+
+
+class SentinelServer:
+    """A Redis Sentinel (the same binary, in sentinel mode) watching one primary."""
+
+    def __init__(self, directory: Path, primary_port: int, *, service: str = "primary") -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.service = service
+        self.primary_port = primary_port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.port}/{self.service}"
+
+    def start(self) -> SentinelServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "sentinel.conf"  # sentinel rewrites its config: it must be writable
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.directory}\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {self.primary_port} 1\n",
+            encoding="utf-8",
+        )
+        self.process = subprocess.Popen(
+            [redis_server_binary(), str(config), "--sentinel", "--logfile", str(self.directory / "sentinel.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + 15
+        try:
+            while True:
+                try:
+                    if client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service):
+                        return self
+                except redis.ConnectionError:
+                    pass
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("redis sentinel did not start")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)

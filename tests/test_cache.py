@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 from registry.cache import AgentKey, MemoryTier, ReleaseEventsChannel, content_format, redis_key
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, make_app
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer, SentinelServer, free_port
 
 
 def _metric(app: Flask, name: str, **labels: str) -> float:
@@ -235,3 +235,30 @@ def test_the_worktree_is_cached_by_content(tmp_path: Any, redis_url: str) -> Non
         assert after["digest"] != before["digest"]
     finally:
         app.extensions["prompt_registry.service"].close()
+
+
+def test_redis_through_sentinel(released_repo: LibraryRepo, own_redis: RedisServer, tmp_path: Any) -> None:
+    sentinel = SentinelServer(tmp_path / "sentinel", own_redis.port).start()
+    app = make_app(Settings(repo=str(released_repo.path), redis_url=sentinel.url))
+    try:
+        assert _definition(app.test_client())["definition"]["name"] == "Agent with shared rules"
+        with own_redis.client() as primary:
+            assert primary.dbsize() == 1  # written to the primary the Sentinel named
+        assert _metric(app, "prompt_registry_redis_errors_total", operation="set") == 0
+    finally:
+        app.extensions["prompt_registry.service"].close()
+        sentinel.stop()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis+sentinel://h1/x", "redis+sentinel://h1:1/", "redis+sentinel://h1:1/a/b", "http://x", "redis:/x", ""],
+)
+def test_malformed_redis_urls_are_refused_at_startup(url: str) -> None:
+    from registry.errors import ConfigurationError
+
+    if url == "":
+        assert Settings.from_env({"REDIS_URL": ""}).redis_url is None  # empty means unset
+        return
+    with pytest.raises(ConfigurationError, match="Redis"):
+        Settings(redis_url=url)
