@@ -17,10 +17,26 @@
 #   docker run --rm -p 8080:8080 \
 #     -v /path/to/dir:/worktree:ro -e REGISTRY_WORKTREE=/worktree prompt-registry
 #
+# Mirror a remote, share a Redis with other replicas, require tokens
+# (see docs/replicas.md):
+#   docker run --rm -p 8080:8080 -v prompt-data:/data \
+#     -e REGISTRY_REMOTE=https://gitlab.example/ai/prompts.git \
+#     -e REGISTRY_DATA_DIR=/data -e REDIS_URL=redis://redis:6379/0 \
+#     -e REGISTRY_API_TOKENS=... -e REGISTRY_ADMIN_TOKENS=... prompt-registry
+#
 # Every other setting is an environment variable too (REGISTRY_ROOT,
-# REGISTRY_WORKERS, REGISTRY_THREADS, REGISTRY_LOG_LEVEL, the REGISTRY_MAX_*
-# limits; see registry/settings.py), and flags after the image name are
-# passed to `prompt-registry serve` (e.g. `--workers 4`).
+# REGISTRY_WORKERS, REGISTRY_THREADS, REGISTRY_LOG_LEVEL, REGISTRY_CACHE_*,
+# the REGISTRY_MAX_* limits; see registry/settings.py), and flags after the
+# image name are passed to `prompt-registry serve` (e.g. `--workers 4`).
+#
+# The entry point is gunicorn: `prompt-registry serve` checks the source
+# once (a wrong path fails with one clear line, not in every worker) and
+# then becomes gunicorn's arbiter with gunicorn_options(); to run gunicorn's
+# own command instead, with the same options:
+#   docker run --rm -p 8080:8080 --entrypoint gunicorn prompt-registry \
+#     -c gunicorn.conf.py 'registry.app:create_app()'
+#
+# Check the file with hadolint: `hadolint Dockerfile`.
 
 FROM python:3.11-slim-bookworm
 
@@ -46,7 +62,7 @@ RUN apt-get update \
 # the source tree's layout and the project is installed in place (editable).
 # Only what the service needs at run time is copied: no tests, docs or bench.
 WORKDIR /app
-COPY setup.cfg pyproject.toml README.md ./
+COPY setup.cfg pyproject.toml README.md gunicorn.conf.py ./
 COPY registry/ registry/
 COPY schemas/ schemas/
 COPY library/ library/
