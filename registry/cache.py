@@ -214,6 +214,7 @@ class ContentCache(Generic[T]):
         self.memory = memory
         self.shared = shared
         self._metrics = metrics
+        self._memory_hits = metrics.cache_lookups.labels("memory", "hit")  # counted on every warm request
 
     def get(
         self,
@@ -230,7 +231,7 @@ class ContentCache(Generic[T]):
         """
         value = self.memory.get(key)
         if value is not None:
-            self._metrics.cache_lookups.labels("memory", "hit").inc()
+            self._memory_hits.inc()
             return value  # type: ignore[no-any-return]
         self._metrics.cache_lookups.labels("memory", "miss").inc()
         if self.shared is not None and self.shared.available:

@@ -71,7 +71,7 @@ class LoadedAgent:
         self._compiled = compiled
         self._compile = compile
         self._lock = threading.Lock()
-        self._definition_json: bytes | None = None
+        self._answer_json: bytes | None = None
 
     @property
     def title(self) -> str:
@@ -91,11 +91,21 @@ class LoadedAgent:
         return compiled
 
     @property
-    def definition_json(self) -> bytes:
-        """The definition as compact UTF-8 JSON, in its file's key order."""
-        if self._definition_json is None:
-            self._definition_json = encode_json(self.definition)
-        return self._definition_json
+    def answer_json(self) -> bytes:
+        """The agent's members of a definition answer, encoded once:
+        ``"usecase":...,"name":...,"path":...,"digest":...,"definition":{...}``
+        (the definition in its file's key order)."""
+        if self._answer_json is None:
+            self._answer_json = encode_json(
+                {
+                    "usecase": self.usecase,
+                    "name": self.name,
+                    "path": self.path,
+                    "digest": self.digest,
+                    "definition": self.definition,
+                }
+            )[1:-1]
+        return self._answer_json
 
 
 # The shape of a cache record; bump when it changes, so that records written

@@ -93,6 +93,21 @@ class Metrics:
             registry=self.registry,
         )
 
+        # Children by label values, kept here: prometheus_client's labels()
+        # validates and locks on every call, a cost on every request.
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def request_answered(self, route: str, method: str, status: int, seconds: float | None) -> None:
+        """Count one answered request and, when it was timed, its duration."""
+        key = (route, method, status)
+        children = self._request_children.get(key)
+        if children is None:
+            children = (self.requests.labels(route, method, str(status)), self.request_seconds.labels(route))
+            self._request_children[key] = children
+        children[0].inc()
+        if seconds is not None:
+            children[1].observe(seconds)
+
     def exposition(self, *facts: Collector) -> bytes:
         """The text format of every metric, across all workers when there are several."""
         if multiprocess_mode():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -111,6 +112,12 @@ class Resolution:
             "commit": self.release.commit,
             "channel": self.channel,
         }
+
+    @cached_property
+    def json(self) -> bytes:
+        """``as_dict()`` encoded once: resolutions are memoized per selector,
+        so a warm request reuses the bytes."""
+        return encode_json(self.as_dict())
 
 
 @dataclass(frozen=True)
