@@ -19,7 +19,7 @@ from werkzeug.routing import PathConverter
 from registry.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from registry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from registry.metrics import SyncFacts
-from registry.models import Resolution
+from registry.models import Resolution, encode_json
 from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
 from registry.rendering import RENDER_SEMANTICS
 from registry.service import RegistryService
@@ -176,7 +176,7 @@ def list_releases() -> Response:
 def list_agents() -> Response:
     listing = _service().list_agents(release=_release_parameter())
     body = {"release": listing.resolution.as_dict(), "agents": [a.as_dict() for a in listing.agents]}
-    return _with_provenance(jsonify(body), listing.resolution)
+    return _with_provenance(_json_bytes(encode_json(body) + b"\n"), listing.resolution)
 
 
 @bp.get("/v1/agents/<usecase>/<name>")
@@ -209,7 +209,7 @@ def render_agent(usecase: str, name: str) -> Response:
         "model": rendered.prompt.model,
         "params": rendered.prompt.params,
     }
-    response = _with_provenance(jsonify(body), rendered.resolution)
+    response = _with_provenance(_json_bytes(encode_json(body) + b"\n"), rendered.resolution)
     response.set_etag(etag)
     return response
 
