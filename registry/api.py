@@ -220,6 +220,16 @@ def _render_etag(digest: str, inputs: dict[str, Any]) -> str:
     return "render-" + hashlib.sha256(material).hexdigest()[:40]
 
 
+@bp.get("/v1/bundle")
+def export_bundle() -> Response:
+    """Every agent and partial of a release in one file, for a client to ship
+    as its fallback (``prompt-registry export --url``)."""
+    resolution, bundle = _service().export_bundle(_release_parameter())
+    response = _with_provenance(_json_bytes(bundle), resolution)
+    # Equal content gives equal bytes, so the bytes' hash names the bundle.
+    return _conditional(response, "bundle-" + hashlib.sha256(bundle).hexdigest()[:40])
+
+
 @bp.route("/v1/agents/<malformed_agent_path:rest>", methods=["GET", "POST"])
 def malformed_agent_path(rest: str) -> Response:
     raise InvalidRequest(

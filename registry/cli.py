@@ -1,7 +1,7 @@
 """The ``prompt-registry`` command.
 
 Subcommands call the service (or, for ``serve``, start the server) directly;
-the CLI never talks to a registry over HTTP. Exit codes: 0 success, 1 the
+only ``export --url`` talks to a running registry, over HTTP. Exit codes: 0 success, 1 the
 thing asked for does not exist (a release, a channel), 2 bad usage or
 configuration.
 """
@@ -17,7 +17,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from registry.errors import ConfigurationError, NotFound, RegistryError
+from registry.bundle import Bundle
+from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
 from registry.metricsdir import prepare_metrics_directory
 from registry.mirror import redact
 from registry.settings import Settings
@@ -87,6 +88,19 @@ def _parser() -> argparse.ArgumentParser:
     resolve.add_argument("release", metavar="RELEASE")
     _add_source_options(resolve)
     resolve.add_argument("--json", action="store_true", help="print the resolution as JSON")
+
+    export = commands.add_parser(
+        "export",
+        help="write a bundle: every agent and partial of one release, for a client's fallback",
+        description="Write every agent and partial of RELEASE, with its tag, commit and digests, to one"
+        " JSON file that RegistryClient(bundle=FILE) serves from when the registry is unreachable."
+        " From a repository (the source options) or, with --url, from a running registry.",
+    )
+    export.add_argument("--release", default=None, help="version, range or channel (default: latest)")
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write the bundle")
+    _add_source_options(export)
+    export.add_argument("--url", help="a running registry to export from, instead of a repository")
+    export.add_argument("--token", help="bearer token for --url [REGISTRY_TOKEN]")
     return parser
 
 
@@ -177,6 +191,43 @@ def _resolve(service: RegistryService, release: str, *, as_json: bool) -> int:
     return 0
 
 
+def _download_bundle(url: str, release: str | None, token: str | None) -> bytes:
+    import httpx
+
+    token = token or os.environ.get("REGISTRY_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    params = {"release": release} if release else {}
+    try:
+        response = httpx.get(url.rstrip("/") + "/v1/bundle", params=params, headers=headers, timeout=60)
+    except httpx.HTTPError as exc:
+        raise RegistryUnavailable(f"cannot reach {url}: {exc}") from exc
+    if response.status_code != 200:
+        from registry.client.core import error_from_problem
+
+        raise error_from_problem(response)
+    return response.content
+
+
+def _write_bundle(data: bytes, output: str) -> int:
+    bundle = Bundle(data, origin="the exported bundle")
+    verified = bundle.verify_all()  # what a client would check, before anyone ships it
+    # Written beside the target and renamed: a reader never sees half a bundle.
+    directory = os.path.dirname(os.path.abspath(output))
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".bundle-", delete=False) as handle:
+            handle.write(data)
+        os.replace(handle.name, output)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    release = bundle.release
+    invalid = len(bundle.agent_names()) - verified
+    print(
+        f"wrote {output}: {release.tag} ({release.commit[:12]}), {verified} agents"
+        f"{f' (and {invalid} invalid)' if invalid else ''}, {len(bundle.partials)} partials"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prompt-registry`` console script."""
     args = _parser().parse_args(argv)
@@ -195,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 redis_prefix=args.redis_prefix,
             )
             return _serve(settings)
+        if args.command == "export" and args.url:
+            return _write_bundle(_download_bundle(args.url, args.release, args.token), args.output)
         from registry.app import build_service
 
         service = build_service(_settings(args))
@@ -205,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 2
             if args.command == "releases":
                 return _releases(service, as_json=args.json)
+            if args.command == "export":
+                return _write_bundle(service.export_bundle(args.release)[1], args.output)
             return _resolve(service, args.release, as_json=args.json)
         finally:
             service.store.close()

@@ -48,7 +48,9 @@ from registry.rendering import (
 )
 from registry.safeyaml import JsonPath, YamlDocument
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "agent-definition.v1.schema.json"
+# registry/schemas links to the top-level schemas/, so that an installed
+# package (a gateway installing only the client) carries the schema too.
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "agent-definition.v1.schema.json"
 _MAX_MESSAGE = 300
 
 

@@ -18,6 +18,8 @@ classes.
     ├── Unauthorized          unauthorized        401  (a webhook without the right secret)
     ├── NotReady              not-ready           503  (no successful sync yet)
     ├── StoreError            store-unavailable   503  (the repository cannot be read)
+    ├── RegistryUnavailable   registry-unavailable     (client: no answer, nothing cached or bundled)
+    ├── InvalidBundle         invalid-bundle           (a bundle file that fails its integrity check)
     └── ConfigurationError    (startup only)           (also ValueError)
 
 Foreign errors (GitPython, YAML, jsonschema, Jinja) are translated where they
@@ -156,6 +158,25 @@ class StoreError(RegistryError):
     slug = "store-unavailable"
     title = "Store unavailable"
     status = 503
+
+
+class RegistryUnavailable(RegistryError):
+    """The client got no usable answer from the registry (unreachable, timed
+    out, failing or answering garbage) and had nothing cached or bundled for
+    the request. Never an empty or default prompt instead."""
+
+    slug = "registry-unavailable"
+    title = "Registry unavailable"
+    status = 503
+
+
+class InvalidBundle(RegistryError):
+    """A bundle file that cannot be used: unreadable, of an unknown format, or
+    whose content does not match its digests."""
+
+    slug = "invalid-bundle"
+    title = "Invalid bundle"
+    status = 422
 
 
 ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {

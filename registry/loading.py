@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jinja2 import TemplateNotFound
@@ -58,6 +58,7 @@ class LoadedAgent:
         path: str,
         digest: str,
         definition: dict[str, Any],
+        partials: Mapping[str, str],
         compiled: CompiledAgent | None = None,
         compile: Callable[[], CompiledAgent] | None = None,
     ) -> None:
@@ -68,6 +69,9 @@ class LoadedAgent:
         self.path = path
         self.digest = digest
         self.definition = definition
+        self.partials = partials
+        """The text of every partial its templates can include: what a client
+        needs, with the definition, to render it exactly as the server does."""
         self._compiled = compiled
         self._compile = compile
         self._lock = threading.Lock()
@@ -93,8 +97,8 @@ class LoadedAgent:
     @property
     def answer_json(self) -> bytes:
         """The agent's members of a definition answer, encoded once:
-        ``"usecase":...,"name":...,"path":...,"digest":...,"definition":{...}``
-        (the definition in its file's key order)."""
+        ``"usecase":...,"name":...,"path":...,"digest":...,"definition":{...},
+        "partials":{...}`` (the definition in its file's key order)."""
         if self._answer_json is None:
             self._answer_json = encode_json(
                 {
@@ -103,6 +107,7 @@ class LoadedAgent:
                     "path": self.path,
                     "digest": self.digest,
                     "definition": self.definition,
+                    "partials": dict(self.partials),
                 }
             )[1:-1]
         return self._answer_json
@@ -110,7 +115,7 @@ class LoadedAgent:
 
 # The shape of a cache record; bump when it changes, so that records written
 # by another version of the registry are misses rather than misread.
-_RECORD_VERSION = 1
+_RECORD_VERSION = 2
 
 
 class ReleaseCatalog:
@@ -138,9 +143,12 @@ class ReleaseCatalog:
 
     def agent_names(self) -> list[tuple[str, str]]:
         """Every ``(usecase, name)`` with a definition file, sorted; reads the whole tree."""
+        return [(usecase, name) for usecase, name, _ in self._agent_paths()]
+
+    def _agent_paths(self) -> list[tuple[str, str, str]]:
         if self._agents is None:
             self._agents = sorted(_agent_paths(self.tree))
-        return [(usecase, name) for usecase, name, _ in self._agents]
+        return self._agents
 
     def load(self, usecase: str, name: str) -> LoadedAgent | InvalidDefinition:
         """Read, validate and compile one agent: the agent, or why it is invalid.
@@ -157,7 +165,9 @@ class ReleaseCatalog:
         if isinstance(result, InvalidDefinition):
             record["invalid"] = {"detail": result.detail, "errors": [issue.as_dict() for issue in result.errors]}
         else:
-            record.update(path=result.path, digest=result.digest, definition=result.definition)
+            record.update(
+                path=result.path, digest=result.digest, definition=result.definition, partials=dict(result.partials)
+            )
         return encode_json(record)
 
     def decode(self, usecase: str, name: str, data: bytes) -> LoadedAgent | InvalidDefinition | None:
@@ -170,9 +180,9 @@ class ReleaseCatalog:
             if "invalid" in record:
                 invalid = record["invalid"]
                 return InvalidDefinition(str(invalid["detail"]), [Issue.from_dict(i) for i in invalid["errors"]])
-            definition = record["definition"]
+            definition, partials = record["definition"], record["partials"]
             path, digest = str(record["path"]), str(record["digest"])
-            if not isinstance(definition, dict):
+            if not isinstance(definition, dict) or not isinstance(partials, dict):
                 return None
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -182,6 +192,7 @@ class ReleaseCatalog:
             path=path,
             digest=digest,
             definition=definition,
+            partials=partials,
             compile=lambda: compile_definition(definition, self.environment, file=path),
         )
 
@@ -232,9 +243,36 @@ class ReleaseCatalog:
             partials,
             tree_content_id=self.tree.content_id if compiled.dynamic_includes else None,
         )
+        # An include computed at render time may name any template file, so a
+        # client rendering such an agent needs all of them.
+        texts = self.template_files() if compiled.dynamic_includes else _texts(partials)
         return LoadedAgent(
-            usecase=usecase, name=name, path=path, digest=digest, definition=compiled.definition, compiled=compiled
+            usecase=usecase,
+            name=name,
+            path=path,
+            digest=digest,
+            definition=compiled.definition,
+            partials=texts,
+            compiled=compiled,
         )
+
+    def template_files(self) -> dict[str, str]:
+        """Every file under the root that is not a definition and could be
+        included (UTF-8, within the size limit), by path: the partials."""
+        definitions = {relative for _, _, relative in self._agent_paths()}
+        files = {}
+        for relative in sorted(self.tree.paths()):
+            if relative in definitions or self.tree.size(relative) > self._yaml_limits.max_bytes:
+                continue
+            try:
+                files[relative] = self.tree.read(relative).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+        return files
+
+    def definition_source(self, usecase: str, name: str) -> bytes:
+        """The bytes of a definition file (``KeyError`` when there is none)."""
+        return self.tree.read(f"{usecase}/{name}{DEFINITION_SUFFIX}")
 
     def _partial_source(self, name: str) -> str | None:
         try:
@@ -249,6 +287,11 @@ class ReleaseCatalog:
             return self.tree.read(name).decode("utf-8")
         except UnicodeDecodeError:
             raise TemplateNotFound(name, f"template {name!r} is not UTF-8 text") from None
+
+
+def _texts(files: Mapping[str, bytes]) -> dict[str, str]:
+    # Partials that compiled are UTF-8 text: the loader refuses anything else.
+    return {name: data.decode("utf-8") for name, data in files.items()}
 
 
 def _with_file(issue: Issue, path: str) -> Issue:

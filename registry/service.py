@@ -29,6 +29,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from registry.bundle import BundleRelease, encode_bundle
 from registry.cache import AgentKey, ContentCache, MemoryTier
 from registry.channels import ChannelTable
 from registry.errors import InvalidDefinition, NotFound, NotReady, ReleaseNotFound
@@ -246,6 +247,28 @@ class RegistryService:
         """Render an agent already fetched with ``get_agent``."""
         prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
         return RenderAnswer(answer.resolution, answer.agent, prompt)
+
+    def export_bundle(self, release: str | None = None) -> tuple[Resolution, bytes]:
+        """Every agent and partial of a release as a bundle file (``registry.bundle``)."""
+        resolution = self.resolve(release)
+        catalog = self._catalog(resolution.release)
+        agents, invalid = [], []
+        for usecase, name in catalog.agent_names():
+            loaded = self._load(catalog, usecase, name)
+            if isinstance(loaded, InvalidDefinition):
+                invalid.append((usecase, name, catalog.repository_path(f"{usecase}/{name}.yml"), loaded))
+            else:
+                source = catalog.definition_source(usecase, name)
+                agents.append((usecase, name, loaded.path, loaded.digest, source))
+        bundle_release = BundleRelease(
+            tag=resolution.release.tag,
+            version=resolution.release.version,
+            commit=resolution.release.commit,
+            content_id=catalog.tree.content_id,
+        )
+        return resolution, encode_bundle(
+            bundle_release, agents=agents, invalid=invalid, partials=catalog.template_files()
+        )
 
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` reports; ``NotReady`` before the first successful sync."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import LibraryRepo
+from tests.servers import RegistryProcess
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
@@ -47,38 +48,12 @@ def _serving(
 ) -> Iterator[str]:
     """Run ``prompt-registry serve`` (or ``command``, which listens on ``port``)
     until the block ends; stopped by PID with SIGTERM."""
-    port = port or _free_port()
-    process = subprocess.Popen(
-        command or [CLI, "serve", "--port", str(port), "--workers", "1", *args],
-        env=env or _clean_environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=REPOSITORY,
-    )
-    base = f"http://127.0.0.1:{port}"
+    server = RegistryProcess(*args, env=env, command=command, port=port)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stdout.read().decode() if process.stdout else ""
-                    raise AssertionError(f"server did not start: {output}") from None
-                time.sleep(0.1)
-        yield base
+        with server:
+            yield server.base
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            if process.stdout:
-                _OUTPUT[base] = process.stdout.read().decode(errors="replace")
-                process.stdout.close()
+        _OUTPUT[server.base] = server.output
 
 
 # What each server printed, by base URL, once it has stopped.

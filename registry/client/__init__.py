@@ -1,0 +1,58 @@
+"""The gateway's client for prompt-registry.
+
+    from registry.client import RegistryClient
+
+    client = RegistryClient("http://registry:8080", release="^1.2", bundle="prompts-v1.2.0.json")
+    agent = client.get("chat", "minimal")
+    prompt = agent.render(question="...")
+    prompt.as_dicts()   # [{"role": ..., "content": ...}]
+
+Importing it imports none of the server's dependencies (Flask, Redis,
+GitPython) nor its modules: rendering, models and errors are the ones the
+server uses, so a local render is the server's render. See docs/client.md.
+"""
+
+from registry.bundle import Bundle
+from registry.client.agent import Agent, Source
+from registry.client.aio import AsyncRegistryClient
+from registry.client.core import Releases, RetryPolicy
+from registry.client.sync import RegistryClient
+from registry.errors import (
+    AgentNotFound,
+    InvalidBundle,
+    InvalidDefinition,
+    InvalidInputs,
+    InvalidRequest,
+    NotFound,
+    RegistryError,
+    RegistryUnavailable,
+    ReleaseNotFound,
+    RenderError,
+    Unauthorized,
+)
+from registry.models import Message, Prompt, Release, Resolution
+
+__all__ = [
+    "Agent",
+    "AgentNotFound",
+    "AsyncRegistryClient",
+    "Bundle",
+    "InvalidBundle",
+    "InvalidDefinition",
+    "InvalidInputs",
+    "InvalidRequest",
+    "Message",
+    "NotFound",
+    "Prompt",
+    "RegistryClient",
+    "RegistryError",
+    "RegistryUnavailable",
+    "Release",
+    "ReleaseNotFound",
+    "Releases",
+    "Resolution",
+    "RenderError",
+    "RetryPolicy",
+    "Source",
+    "Unauthorized",
+]

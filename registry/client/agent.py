@@ -1,0 +1,105 @@
+"""An agent as the client holds it: definition, partials and provenance,
+rendered locally with the server's own rendering code."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from registry.definition import CompiledAgent, compile_definition
+from registry.errors import InvalidRequest
+from registry.models import Prompt, Resolution
+from registry.rendering import RenderLimits, TemplateEnvironment
+
+Source = Literal["server", "cache", "bundle"]
+"""Where an answer came from: the registry just now, the client's cache
+(fresh, or stale while the registry is unreachable), or the bundle file."""
+
+
+class _Compilation:
+    """The compiled templates of one agent, built on first render and shared
+    by every copy of the agent (a cached copy only differs in ``source``)."""
+
+    def __init__(self, compiled: CompiledAgent | None = None) -> None:
+        self._compiled = compiled
+        self._lock = threading.Lock()
+
+    def get(self, agent: Agent) -> CompiledAgent:
+        compiled = self._compiled
+        if compiled is None:
+            with self._lock:
+                if self._compiled is None:
+                    environment = TemplateEnvironment(agent.partials.get)
+                    self._compiled = compile_definition(agent.definition, environment, file=agent.path)
+                compiled = self._compiled
+        return compiled
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent at one release.
+
+    ``release`` is how the requested release was resolved (``.tag``,
+    ``.commit``, ``.requested``, ``.channel``); ``digest`` names the content
+    (equal digests render identically); ``source`` says where this answer
+    came from.
+    """
+
+    usecase: str
+    name: str
+    path: str
+    release: Resolution
+    digest: str
+    definition: dict[str, Any]
+    partials: Mapping[str, str]
+    source: Source
+    _compilation: _Compilation = field(default_factory=_Compilation, repr=False, compare=False)
+
+    @property
+    def title(self) -> str:
+        return str(self.definition["name"])
+
+    @property
+    def tag(self) -> str:
+        return self.release.release.tag
+
+    @property
+    def commit(self) -> str:
+        return self.release.release.commit
+
+    def render(self, inputs: Mapping[str, Any] | None = None, /, **variables: Any) -> Prompt:
+        """Render the agent's templates, exactly as ``POST .../render`` would.
+
+        Inputs go through the same JSON round trip as a request's (tuples
+        become lists, keys become strings; NaN and values JSON cannot carry
+        are refused), are checked against the agent's ``inputs`` schema, and
+        are rendered by the server's own sandboxed renderer with its limits.
+        Raises ``InvalidRequest``, ``InvalidInputs`` or ``RenderError``.
+        """
+        merged = {**(inputs or {}), **variables}
+        return self.compiled.render(as_request_json(merged), limits=RenderLimits())
+
+    @property
+    def compiled(self) -> CompiledAgent:
+        """The templates compiled (the first call compiles them)."""
+        return self._compilation.get(self)
+
+    def with_source(self, source: Source) -> Agent:
+        """The same agent, said to come from ``source``; shares the compilation."""
+        return replace(self, source=source)
+
+
+def as_request_json(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` as the server would receive them in a render request's body."""
+    try:
+        text = json.dumps(inputs, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except ValueError as exc:  # NaN or infinity; and UnicodeEncodeError, a lone surrogate
+        raise InvalidRequest(f"inputs cannot be sent as JSON: {exc}") from exc
+    except (TypeError, RecursionError) as exc:
+        raise InvalidRequest(f"inputs must be JSON values (objects, arrays, strings, numbers, null): {exc}") from exc
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded

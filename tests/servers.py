@@ -1,0 +1,78 @@
+"""A real ``prompt-registry serve`` process for tests: started on a free port,
+stopped by its PID (SIGTERM, then SIGKILL), restartable on the same port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.redis_server import free_port
+
+CLI = str(Path(sys.executable).parent / "prompt-registry")
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def clean_environment() -> dict[str, str]:
+    """The test process's environment without any REGISTRY_* setting."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+
+
+class RegistryProcess:
+    """``prompt-registry serve *args`` (or ``command``, listening on ``port``)."""
+
+    def __init__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        command: list[str] | None = None,
+        port: int | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._command = command or [CLI, "serve", "--port", str(self.port), "--workers", "1", *args]
+        self._env = env or clean_environment()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.output = ""
+        """What the server printed, once it has stopped."""
+
+    def start(self) -> RegistryProcess:
+        self._process = subprocess.Popen(
+            self._command, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPOSITORY
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.base + "/healthz", timeout=1).close()
+                return self
+            except OSError:
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise AssertionError(f"server did not start: {self.output}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            if process.stdout:
+                self.output += process.stdout.read().decode(errors="replace")
+                process.stdout.close()
+
+    def __enter__(self) -> RegistryProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
