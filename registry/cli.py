@@ -17,8 +17,11 @@ import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from registry import authoring
 from registry.bundle import Bundle
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
+from registry.lint import DEFAULT_ROOT, lint
+from registry.lintformat import FORMATS, render_report
 from registry.metricsdir import prepare_metrics_directory
 from registry.mirror import redact
 from registry.settings import Settings
@@ -101,6 +104,43 @@ def _parser() -> argparse.ArgumentParser:
     _add_source_options(export)
     export.add_argument("--url", help="a running registry to export from, instead of a repository")
     export.add_argument("--token", help="bearer token for --url [REGISTRY_TOKEN]")
+
+    lint = commands.add_parser(
+        "lint",
+        help="check a library checkout; exit 1 on any error",
+        description="Check every definition and partial of a library checkout as the registry would"
+        " serve it, plus what is probably a mistake (unused inputs and partials, computed includes,"
+        " files outside the layout). Exit 1 when there is an error, 0 otherwise.",
+    )
+    lint.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
+    lint.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+    lint.add_argument("--format", choices=FORMATS, default="text", help="text (default), json, junit or codequality")
+    lint.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
+
+    new = commands.add_parser(
+        "new",
+        help="scaffold a valid definition",
+        description="Write <root>/USECASE/NAME.yml: a valid definition to edit, with a header that points"
+        " YAML editors at the definition's JSON Schema.",
+    )
+    new.add_argument("agent", metavar="USECASE/NAME")
+    new.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
+    new.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+
+    render = commands.add_parser(
+        "render",
+        help="print an agent's rendered messages",
+        description="Render USECASE/NAME with inputs and print the messages. Renders the working tree"
+        " (--worktree, default .) or, with --release, a release of the repository (--repo, default .).",
+    )
+    render.add_argument("agent", metavar="USECASE/NAME")
+    _add_source_options(render)
+    render.add_argument("--release", help="version, range or channel (default: the working tree)")
+    render.add_argument(
+        "--input", action="append", default=[], metavar="KEY=VALUE", help="an input; VALUE is JSON, or else a string"
+    )
+    render.add_argument("--inputs-file", metavar="FILE", help="a JSON or YAML file of inputs")
+    render.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
 
@@ -191,6 +231,38 @@ def _resolve(service: RegistryService, release: str, *, as_json: bool) -> int:
     return 0
 
 
+def _lint(args: argparse.Namespace) -> int:
+    progress = _progress if sys.stderr.isatty() else None
+    report = lint(args.path, root=args.root, progress=progress)
+    if progress is not None:
+        print("\r\033[K", end="", file=sys.stderr)
+    colour = args.output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    text = render_report(report, args.format, colour=colour)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(render_report(report, "text").splitlines()[-1])
+    else:
+        sys.stdout.write(text)
+    return 1 if report.errors else 0
+
+
+def _progress(done: int, total: int) -> None:
+    if done == total or done % 25 == 0:
+        print(f"\rlinting {done}/{total} definitions", end="", file=sys.stderr, flush=True)
+
+
+def _render_settings(args: argparse.Namespace) -> Settings:
+    # The author's default: the working tree they are editing; with --release,
+    # the repository they are in.
+    if not (args.repo or args.worktree or args.remote):
+        if args.release:
+            args.repo = "."
+        else:
+            args.worktree = "."
+    return _settings(args)
+
+
 def _download_bundle(url: str, release: str | None, token: str | None) -> bytes:
     import httpx
 
@@ -248,6 +320,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(settings)
         if args.command == "export" and args.url:
             return _write_bundle(_download_bundle(args.url, args.release, args.token), args.output)
+        if args.command == "lint":
+            return _lint(args)
+        if args.command == "new":
+            return authoring.scaffold(args.agent, args.path, root=args.root)
+        if args.command == "render":
+            return authoring.render_command(
+                args.agent,
+                _render_settings(args),
+                release=args.release,
+                inputs=authoring.parse_inputs(args.input, args.inputs_file),
+                as_json=args.format == "json",
+            )
         from registry.app import build_service
 
         service = build_service(_settings(args))
@@ -268,6 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (ConfigurationError, RegistryError) as exc:
         print(f"prompt-registry: {exc}", file=sys.stderr)
+        for issue in getattr(exc, "errors", []):
+            where = ":".join(str(p) for p in (issue.file, issue.line, issue.column) if p is not None)
+            print(f"  {where + ': ' if where else ''}{issue.path or '/'}: {issue.message}", file=sys.stderr)
         return 2
 
 

@@ -76,6 +76,8 @@ class CompiledAgent:
     partials: tuple[str, ...]
     dynamic_includes: bool
     inputs: InputsSchema | None
+    variables: frozenset[str] = frozenset()
+    """Every variable a template or a partial it reaches reads."""
 
     def render(self, inputs: Any, *, limits: RenderLimits) -> Prompt:
         """Validate ``inputs`` and render every role's template, in file order."""
@@ -116,7 +118,7 @@ def compile_definition(
     if not isinstance(definition, dict):
         raise InvalidDefinition(
             "a definition is a mapping",
-            [locate(f"a definition is a mapping of keys, not {_json_type(definition)}", ())],
+            [locate(f"a definition is a mapping of keys, not {_json_type(definition)}", (), rule="not-a-mapping")],
         )
     issues = _schema_issues(definition, locate)
     templates: list[tuple[str, CompiledTemplate]] = []
@@ -132,13 +134,15 @@ def compile_definition(
             try:
                 compiled = CompiledTemplate(environment, source, name=f"{file or 'definition'}#{role}")
             except TemplateCompileError as exc:
-                issues.append(locate(f"{role} template: {exc.problem.message}", path, exc.problem.line))
+                issues.append(
+                    locate(f"{role} template: {exc.problem.message}", path, exc.problem.line, rule="template-syntax")
+                )
                 continue
             templates.append((role, compiled))
             reached, variables, is_dynamic, include_issues = _follow_includes(environment, compiled)
             partials |= reached
             dynamic = dynamic or is_dynamic
-            issues.extend(locate(f"{role} template: {message}", path) for message in include_issues)
+            issues.extend(locate(f"{role} template: {message}", path, rule=rule) for rule, message in include_issues)
             needed[role] = set(compiled.variables) | variables
     inputs_schema = None
     inputs = definition.get("inputs")
@@ -154,6 +158,7 @@ def compile_definition(
         partials=tuple(sorted(partials)),
         dynamic_includes=dynamic,
         inputs=inputs_schema,
+        variables=frozenset().union(*needed.values()),
     )
 
 
@@ -186,7 +191,13 @@ Locate = Callable[..., Issue]
 
 def _locator(file: str | None, document: YamlDocument | None) -> Locate:
     def locate(
-        message: str, path: JsonPath, template_line: int | None = None, *, key: bool = False, hint: str | None = None
+        message: str,
+        path: JsonPath,
+        template_line: int | None = None,
+        *,
+        key: bool = False,
+        hint: str | None = None,
+        rule: str = "schema",
     ) -> Issue:
         position = document.position(path, key=key) if document is not None else None
         line = column = None
@@ -198,7 +209,9 @@ def _locator(file: str | None, document: YamlDocument | None) -> Locate:
                 # and escape their lines, so they keep the scalar's own line.
                 line = position.line + template_line
                 column = None
-        return Issue(message=message, path=json_pointer(path), file=file, line=line, column=column, hint=hint)
+        return Issue(
+            message=message, path=json_pointer(path), file=file, line=line, column=column, hint=hint, rule=rule
+        )
 
     return locate
 
@@ -260,12 +273,12 @@ def _did_you_mean(key: str, allowed: list[str], patterns: list[str]) -> str | No
 
 def _follow_includes(
     environment: TemplateEnvironment, compiled: CompiledTemplate
-) -> tuple[set[str], set[str], bool, list[str]]:
+) -> tuple[set[str], set[str], bool, list[tuple[str, str]]]:
     """Every partial reachable by literal name, the variables they need,
-    whether any name is computed at render time, and what is wrong."""
+    whether any name is computed at render time, and what is wrong (rule, message)."""
     reached: set[str] = set()
     variables: set[str] = set()
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     dynamic = False
     pending = list(compiled.referenced)
     while pending:
@@ -279,11 +292,11 @@ def _follow_includes(
             normalize_include_name(name)
             needs, references = analyse_partial(environment, name)
         except TemplateNotFound as exc:
-            problems.append(exc.message or f"template {name!r} does not exist")
+            problems.append(("missing-include", exc.message or f"template {name!r} does not exist"))
             continue
         except TemplateCompileError as exc:
             where = f" (line {exc.problem.line})" if exc.problem.line else ""
-            problems.append(f"included template {name!r}{where}: {exc.problem.message}")
+            problems.append(("template-syntax", f"included template {name!r}{where}: {exc.problem.message}"))
             continue
         reached.add(name)
         variables |= needs
@@ -297,7 +310,9 @@ def _inputs_schema(
     try:
         schema = InputsSchema(inputs)
     except SchemaProblem as exc:
-        return None, [locate(f"inputs {shorten(exc.message, _MAX_MESSAGE)}", ("inputs", *exc.path))]
+        return None, [
+            locate(f"inputs {shorten(exc.message, _MAX_MESSAGE)}", ("inputs", *exc.path), rule="inputs-schema")
+        ]
     declared = inputs.get("properties", {})
     declared = set(declared) if isinstance(declared, dict) else set()
     issues = [
@@ -305,6 +320,7 @@ def _inputs_schema(
             f"{role} template uses {variable!r}, which inputs does not declare",
             ("prompt_templates", role),
             hint=f"add {variable!r} to inputs.properties",
+            rule="undeclared-variable",
         )
         for role, variables in needed.items()
         for variable in sorted(variables - declared)

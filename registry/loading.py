@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from jinja2 import TemplateNotFound
@@ -129,7 +130,7 @@ class ReleaseCatalog:
     def __init__(self, tree: Tree, *, root: str, yaml_limits: YamlLimits) -> None:
         self.tree = tree
         self._root = root
-        self._yaml_limits = yaml_limits
+        self.yaml_limits = yaml_limits
         self.environment = TemplateEnvironment(self._partial_source)
         self._agents: list[tuple[str, str, str]] | None = None
 
@@ -211,7 +212,7 @@ class ReleaseCatalog:
             path = self.repository_path(relative)
             log.exception("unexpected error while loading %s at %s", path, self.tree.commit)
             return InvalidDefinition(
-                f"{path} could not be loaded", [Issue("unexpected error while loading", file=path)]
+                f"{path} could not be loaded", [Issue("unexpected error while loading", file=path, rule="internal")]
             )
 
     def _load(self, usecase: str, name: str, relative: str) -> LoadedAgent | InvalidDefinition:
@@ -222,14 +223,20 @@ class ReleaseCatalog:
             raise AgentNotFound(
                 f"agent {usecase}/{name} does not exist in this release", usecase=usecase, name=name
             ) from None
-        if size > self._yaml_limits.max_bytes:
+        if size > self.yaml_limits.max_bytes:
             return InvalidDefinition(
                 f"{path} is too large",
-                [Issue(f"file is {size} bytes; the limit is {self._yaml_limits.max_bytes} bytes", file=path)],
+                [
+                    Issue(
+                        f"file is {size} bytes; the limit is {self.yaml_limits.max_bytes} bytes",
+                        file=path,
+                        rule="file-size",
+                    )
+                ],
             )
         source = self.tree.read(relative)
         try:
-            document = parse_yaml(source, limits=self._yaml_limits)
+            document = parse_yaml(source, limits=self.yaml_limits)
         except YamlError as exc:
             issues = [_with_file(i, path) for i in exc.issues]
             return InvalidDefinition(f"{path} is not a valid YAML definition", issues)
@@ -262,7 +269,7 @@ class ReleaseCatalog:
         definitions = {relative for _, _, relative in self._agent_paths()}
         files = {}
         for relative in sorted(self.tree.paths()):
-            if relative in definitions or self.tree.size(relative) > self._yaml_limits.max_bytes:
+            if relative in definitions or self.tree.size(relative) > self.yaml_limits.max_bytes:
                 continue
             try:
                 files[relative] = self.tree.read(relative).decode("utf-8")
@@ -279,9 +286,9 @@ class ReleaseCatalog:
             size = self.tree.size(name)
         except KeyError:
             return None
-        if size > self._yaml_limits.max_bytes:
+        if size > self.yaml_limits.max_bytes:
             raise TemplateNotFound(
-                name, f"template {name!r} is {size} bytes; the limit is {self._yaml_limits.max_bytes}"
+                name, f"template {name!r} is {size} bytes; the limit is {self.yaml_limits.max_bytes}"
             )
         try:
             return self.tree.read(name).decode("utf-8")
@@ -295,7 +302,7 @@ def _texts(files: Mapping[str, bytes]) -> dict[str, str]:
 
 
 def _with_file(issue: Issue, path: str) -> Issue:
-    return Issue(issue.message, issue.path, path, issue.line, issue.column, issue.hint)
+    return replace(issue, file=path)
 
 
 def _agent_paths(tree: Tree) -> list[tuple[str, str, str]]:

@@ -44,10 +44,13 @@ class Issue:
     line: int | None = None
     column: int | None = None
     hint: str | None = None
+    rule: str | None = None
+    """The check that found it, a stable id (``schema``, ``yaml-syntax``,
+    ``undeclared-variable``, ...; see ``registry.lint.RULES``)."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "message": self.message}
-        for key in ("file", "line", "column", "hint"):
+        for key in ("file", "line", "column", "hint", "rule"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -63,6 +66,7 @@ class Issue:
             line=data.get("line"),
             column=data.get("column"),
             hint=data.get("hint"),
+            rule=data.get("rule"),
         )
 
 

@@ -385,6 +385,10 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self.filters[_OUTPUT_FILTER] = _measure_output
         self.filters[_STATIC_FILTER] = _count_static
         self.filters[_CONCAT_FILTER] = _guarded_concat
+        # A partial's analysis, by name: partials never change in one
+        # environment, and every definition of a release that includes one
+        # would otherwise parse it again.
+        self.partial_analyses: dict[str, tuple[frozenset[str], tuple[str | None, ...]] | Exception] = {}
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         limits = _active_budget().limits
@@ -508,6 +512,19 @@ def analyse_partial(environment: TemplateEnvironment, name: str) -> tuple[frozen
     Raises ``TemplateNotFound`` when it does not exist and
     ``TemplateCompileError`` when it does not compile.
     """
+    known = environment.partial_analyses.get(name)
+    if known is None:
+        try:
+            known = _analyse_partial(environment, name)
+        except (TemplateNotFound, TemplateCompileError) as exc:
+            known = exc
+        environment.partial_analyses[name] = known
+    if isinstance(known, Exception):
+        raise known.with_traceback(None)  # raised again and again: keep its traceback from growing
+    return known
+
+
+def _analyse_partial(environment: TemplateEnvironment, name: str) -> tuple[frozenset[str], tuple[str | None, ...]]:
     source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]
     try:
         tree = environment.parse(source, name=name)

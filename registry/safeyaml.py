@@ -109,11 +109,13 @@ class YamlError(Exception):
         self.issues = issues
 
 
-def _issue(message: str, mark: Any = None, *, path: JsonPath = (), hint: str | None = None) -> Issue:
+def _issue(
+    message: str, mark: Any = None, *, path: JsonPath = (), hint: str | None = None, rule: str = "yaml-syntax"
+) -> Issue:
     line = column = None
     if mark is not None:
         line, column = mark.line + 1, mark.column + 1
-    return Issue(message=message, path=json_pointer(path), line=line, column=column, hint=hint)
+    return Issue(message=message, path=json_pointer(path), line=line, column=column, hint=hint, rule=rule)
 
 
 def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocument:
@@ -123,7 +125,7 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
     syntax error, since nothing after it can be trusted.
     """
     if len(data) > limits.max_bytes:
-        raise YamlError([_issue(f"file is {len(data)} bytes; the limit is {limits.max_bytes} bytes")])
+        raise YamlError([_issue(f"file is {len(data)} bytes; the limit is {limits.max_bytes} bytes", rule="file-size")])
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -143,6 +145,7 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
                     message=f"character {exc.character!r} is not allowed in YAML: {exc.reason}",
                     line=line,
                     column=column,
+                    rule="yaml-syntax",
                 )
             ]
         ) from exc
@@ -284,6 +287,7 @@ def _inspect(
                     key_node.start_mark,
                     path=path + (name,),
                     hint="remove one of the two",
+                    rule="duplicate-key",
                 )
             )
             continue
@@ -306,6 +310,7 @@ def _check_finite(value: Any, path: JsonPath, issues: list[Issue], values: dict[
                 path=json_pointer(path),
                 line=pos.line if pos else None,
                 column=pos.column if pos else None,
+                rule="yaml-syntax",
             )
         )
     elif isinstance(value, dict):

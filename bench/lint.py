@@ -1,0 +1,80 @@
+"""Lint benchmark: ``prompt-registry lint`` over 5,000 definitions.
+
+Run by hand, from the repository root, with the dev environment:
+
+    .venv/bin/python bench/lint.py
+
+Builds a library of 5,000 definitions (the bundled library's agents copied
+across 50 usecases of 100 agents, with its partials) in a temporary
+directory, then times, in the same run and alternating, the baseline (reading
+every file and parsing it with ``yaml.safe_load``, the least any checker
+does) and ``registry.lint.lint``. Target: lint under 30 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from registry.lint import lint  # noqa: E402
+
+BUNDLED = ROOT / "library" / "ai_gateway" / "agents"
+ROUNDS = 3
+
+
+def build(base: Path) -> Path:
+    agents = base / "ai_gateway" / "agents"
+    shutil.copytree(BUNDLED / "_partials", agents / "_partials")
+    sources = sorted(BUNDLED.glob("*/*.yml"))
+    for usecase in range(50):
+        directory = agents / f"usecase_{usecase:02d}"
+        directory.mkdir(parents=True)
+        for index in range(100):
+            source = sources[(usecase * 100 + index) % len(sources)]
+            (directory / f"agent_{index:03d}.yml").write_bytes(source.read_bytes())
+    return base
+
+
+def baseline(base: Path) -> None:
+    for path in sorted((base / "ai_gateway" / "agents").glob("*/*.yml")):
+        yaml.safe_load(path.read_bytes())
+
+
+def main() -> None:
+    print(
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+        f"Python {platform.python_version()}"
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        base = build(Path(scratch))
+        times: dict[str, list[float]] = {"baseline": [], "lint": []}
+        for _ in range(ROUNDS):
+            started = time.perf_counter()
+            baseline(base)
+            times["baseline"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            report = lint(base)
+            times["lint"].append(time.perf_counter() - started)
+        assert len(report.definitions) == 5000 and report.errors == 0, (len(report.definitions), report.errors)
+    plain, linted = statistics.median(times["baseline"]), statistics.median(times["lint"])
+    print(f"\n5,000 definitions, median of {ROUNDS} rounds\n")
+    print("| | seconds |")
+    print("|---|---:|")
+    print(f"| read + yaml.safe_load every file (baseline) | {plain:.2f} |")
+    print(f"| prompt-registry lint | {linted:.2f} |")
+    print(f"\nRatio lint / baseline: {linted / plain:.1f}x; target under 30 s: {'met' if linted < 30 else 'missed'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Writing a ``LintReport`` for people and for CI: text, JSON, JUnit XML and
+GitLab Code Quality."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from xml.etree import ElementTree
+
+from registry.lint import RULES, Finding, LintReport
+
+FORMATS = ("text", "json", "junit", "codequality")
+
+_COLOURS = {"error": "\033[31m", "warning": "\033[33m", "bold": "\033[1m", "dim": "\033[2m", "reset": "\033[0m"}
+
+
+def render_report(report: LintReport, output_format: str, *, colour: bool = False) -> str:
+    if output_format == "json":
+        return as_json(report)
+    if output_format == "junit":
+        return as_junit(report)
+    if output_format == "codequality":
+        return as_codequality(report)
+    return as_text(report, colour=colour)
+
+
+def as_text(report: LintReport, *, colour: bool = False) -> str:
+    """``file:line:column: severity [rule] message``, a hint under each, and a summary."""
+
+    def paint(text: str, style: str) -> str:
+        return f"{_COLOURS[style]}{text}{_COLOURS['reset']}" if colour else text
+
+    lines = []
+    for finding in report.findings:
+        where = ":".join(str(p) for p in (finding.file, finding.line, finding.column) if p is not None)
+        severity = paint(finding.severity, finding.severity)
+        lines.append(f"{paint(where, 'bold')}: {severity} [{finding.rule}] {finding.message}")
+        if finding.hint:
+            lines.append(paint(f"    hint: {finding.hint}", "dim"))
+    checked = f"{len(report.definitions)} definitions and {len(report.partials)} partials"
+    if report.findings:
+        summary = f"{_count(report.errors, 'error')}, {_count(report.warnings, 'warning')} in {checked}"
+        lines.append(paint(summary, "error" if report.errors else "warning"))
+    else:
+        lines.append(f"no problems in {checked}")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(report: LintReport) -> str:
+    body = {
+        "root": report.root,
+        "summary": {
+            "definitions": len(report.definitions),
+            "partials": len(report.partials),
+            "errors": report.errors,
+            "warnings": report.warnings,
+        },
+        "findings": [f.as_dict() for f in report.findings],
+    }
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+
+
+def as_junit(report: LintReport) -> str:
+    """One test case per file (definitions and partials); each error a
+    failure. Warnings are written to the case's system-out, so CI shows them
+    without failing the report."""
+    files = sorted({*report.definitions, *report.partials, *(f.file for f in report.findings)})
+    suite = ElementTree.Element(
+        "testsuite",
+        name="prompt-registry lint",
+        tests=str(len(files)),
+        failures=str(len({f.file for f in report.findings if f.severity == "error"})),
+        errors="0",
+    )
+    for file in files:
+        case = ElementTree.SubElement(suite, "testcase", classname="lint", name=file)
+        findings = report.findings_for(file)
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            failure = ElementTree.SubElement(case, "failure", message=errors[0].message, type=errors[0].rule)
+            failure.text = "\n".join(_line(f) for f in errors)
+        warnings = [f for f in findings if f.severity == "warning"]
+        if warnings:
+            ElementTree.SubElement(case, "system-out").text = "\n".join(_line(f) for f in warnings)
+    suites = ElementTree.Element("testsuites")
+    suites.append(suite)
+    ElementTree.indent(suites)
+    return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def as_codequality(report: LintReport) -> str:
+    """GitLab Code Quality (a Code Climate subset): findings appear in the
+    merge request widget. Errors are ``major``, warnings ``minor``."""
+    issues = []
+    for finding in report.findings:
+        fingerprint = hashlib.sha256(
+            f"{finding.rule}\0{finding.file}\0{finding.path}\0{finding.message}".encode()
+        ).hexdigest()
+        issues.append(
+            {
+                "type": "issue",
+                "check_name": finding.rule,
+                "description": f"{finding.message} ({RULES[finding.rule].summary})",
+                "categories": ["Bug Risk" if finding.severity == "error" else "Style"],
+                "severity": "major" if finding.severity == "error" else "minor",
+                "fingerprint": fingerprint,
+                "location": {"path": finding.file, "lines": {"begin": finding.line or 1}},
+            }
+        )
+    return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"
+
+
+def _line(finding: Finding) -> str:
+    where = ":".join(str(p) for p in (finding.file, finding.line, finding.column) if p is not None)
+    return f"{where}: [{finding.rule}] {finding.message}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

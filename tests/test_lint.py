@@ -1,0 +1,220 @@
+"""prompt-registry lint, new and render: every rule with a failing and a
+passing example, the output formats, and hostile libraries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from registry.lint import RULES, LintReport, lint
+from registry.lintformat import as_codequality, as_json, as_junit, as_text
+from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
+from tests.servers import CLI, clean_environment
+
+AGENTS = "ai_gateway/agents"
+RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"
+
+
+def _library(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
+    base = tmp_path / "library"
+    for relative, content in files.items():
+        target = base / AGENTS / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+    (base / AGENTS).mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def _rules(report: LintReport) -> set[str]:
+    return {f.rule for f in report.findings}
+
+
+GOOD = {"chat/with_rules.yml": WITH_RULES, "_partials/rules.jinja": RULES_PARTIAL, "chat/minimal.yml": MINIMAL}
+
+# Each rule: a library that breaks it (on top of GOOD), and the rule id.
+FAILING: dict[str, dict[str, str | bytes]] = {
+    "yaml-syntax": {"chat/bad.yml": "name: [unclosed\n"},
+    "duplicate-key": {"chat/bad.yml": MINIMAL + "name: again\n"},
+    "not-a-mapping": {"chat/bad.yml": "- a list\n- not a mapping\n"},
+    "schema": {"chat/bad.yml": MINIMAL + "modle: {name: x}\n"},
+    "inputs-schema": {"chat/bad.yml": MINIMAL + "inputs: {type: object, properties: {question: {type: strng}}}\n"},
+    "name": {"Chat/minimal.yml": MINIMAL},
+    "layout": {"chat/deeper/minimal.yml": MINIMAL},
+    "template-syntax": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: '{% if %}'\n"},
+    "undeclared-variable": {"chat/bad.yml": MINIMAL + "inputs: {type: object, properties: {other: {type: string}}}\n"},
+    "unused-input": {
+        "chat/bad.yml": MINIMAL
+        + "inputs: {type: object, properties: {question: {type: string}, unused: {type: string}}}\n"
+    },
+    "missing-include": {
+        "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/nope.jinja' %}\"\n"
+    },
+    "dynamic-include": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/' ~ which %}\"\n"},
+    "unused-partial": {"_partials/orphan.jinja": "nobody includes me"},
+    "file-size": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: |\n" + "    padding\n" * 40_000},
+}
+
+
+def test_every_rule_has_a_failing_example() -> None:
+    assert set(FAILING) == set(RULES) - {"internal"}
+
+
+def test_a_good_library_passes(tmp_path: Path) -> None:
+    report = lint(_library(tmp_path, GOOD))
+    assert report.findings == []
+    assert report.definitions == [f"{AGENTS}/chat/minimal.yml", f"{AGENTS}/chat/with_rules.yml"]
+    assert report.partials == [f"{AGENTS}/_partials/rules.jinja"]
+
+
+@pytest.mark.parametrize("rule", sorted(FAILING))
+def test_each_rule_fails_its_example(tmp_path: Path, rule: str) -> None:
+    report = lint(_library(tmp_path, {**GOOD, **FAILING[rule]}))
+    assert rule in _rules(report)
+    finding = next(f for f in report.findings if f.rule == rule)
+    assert finding.severity == RULES[rule].severity
+    assert finding.file.startswith(AGENTS) and finding.hint
+    assert report.errors == sum(f.severity == "error" for f in report.findings)
+
+
+def test_findings_carry_lines_and_columns(tmp_path: Path) -> None:
+    unused = {"chat/unused.yml": FAILING["unused-input"]["chat/bad.yml"]}
+    report = lint(_library(tmp_path, {**GOOD, **FAILING["schema"], **unused}))
+    schema = next(f for f in report.findings if f.rule == "schema")
+    assert (schema.file, schema.line, schema.column) == (f"{AGENTS}/chat/bad.yml", 5, 1)
+    assert "did you mean 'model'" in (schema.hint or "")
+    unused = next(f for f in report.findings if f.rule == "unused-input")
+    assert unused.line == 5 and unused.path == "/inputs/properties/unused"
+
+
+def test_every_schema_error_is_reported_not_just_the_first(tmp_path: Path) -> None:
+    everything_wrong = """\
+name: 7
+nmae: typo
+model: {name: 3, provider: [x], params: "hot"}
+params: []
+prompt_templates:
+  system: 12
+  critic: "an unknown role"
+  user: "{{ unclosed"
+inputs: {type: objekt, properties: {a: {minLength: -1}}}
+"""
+    report = lint(_library(tmp_path, {"chat/wrong.yml": everything_wrong}))
+    messages = [f.message for f in report.findings if f.file.endswith("wrong.yml")]
+    assert len(messages) >= 7, messages
+    assert {"schema"} <= _rules(report)
+
+
+def test_hostile_libraries(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        "chat/binary.yml": b"\x89PNG\r\n\x1a\n\x00\x00",
+        "chat/list.yml": "- 1\n- 2\n",
+        "chat/loop_a.yml": "name: a\nprompt_templates:\n  user: \"{% include '_partials/a.jinja' %}\"\n",
+        "_partials/a.jinja": "{% include '_partials/b.jinja' %}",
+        "_partials/b.jinja": "{% include '_partials/a.jinja' %}",
+        "chat/escape.yml": "name: x\nprompt_templates:\n  user: \"{% include '../../etc/passwd' %}\"\n",
+        "chat/big.yml": "name: x\nprompt_templates:\n  user: |\n" + "    " + "x" * (5 * 1024 * 1024) + "\n",
+        "chat/ünï cødé.yml": MINIMAL,
+        "chat/with space.yml": MINIMAL,
+        "notes.txt": "not a definition",
+    }
+    report = lint(_library(tmp_path, files))
+    by_file: dict[str, set[str]] = {}
+    for finding in report.findings:
+        by_file.setdefault(finding.file.removeprefix(AGENTS + "/"), set()).add(finding.rule)
+    assert by_file["chat/binary.yml"] == {"yaml-syntax"}
+    assert by_file["chat/list.yml"] == {"not-a-mapping"}
+    assert by_file["chat/escape.yml"] == {"missing-include"}
+    assert by_file["chat/big.yml"] == {"file-size"}
+    assert by_file["chat/ünï cødé.yml"] == {"name"} and by_file["chat/with space.yml"] == {"name"}
+    # Recursive includes compile (Jinja resolves them at render time), and
+    # rendering stops at the loop budget: lint reports nothing, rendering fails.
+    assert "chat/loop_a.yml" not in by_file
+    assert "notes.txt" not in by_file
+
+
+def test_two_thousand_files_in_one_usecase(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {f"bulk/agent_{i:04d}.yml": MINIMAL for i in range(2000)}
+    files["bulk/agent_0999.yml"] = "name: [broken\n"
+    report = lint(_library(tmp_path, files))
+    assert len(report.definitions) == 2000
+    assert [(f.file, f.rule) for f in report.findings] == [(f"{AGENTS}/bulk/agent_0999.yml", "yaml-syntax")]
+
+
+def test_output_formats(tmp_path: Path) -> None:
+    report = lint(_library(tmp_path, {**GOOD, **FAILING["schema"], **FAILING["unused-partial"]}))
+    text = as_text(report)
+    assert f"{AGENTS}/chat/bad.yml:5:1: error [schema] unknown key 'modle'" in text
+    assert text.rstrip().endswith("1 error, 1 warning in 3 definitions and 2 partials")
+    assert "\033[" not in text and "\033[31m" in as_text(report, colour=True)
+    body = json.loads(as_json(report))
+    assert body["summary"] == {"definitions": 3, "partials": 2, "errors": 1, "warnings": 1}
+    assert [f["rule"] for f in body["findings"]] == ["unused-partial", "schema"]  # sorted by file
+    suite = ElementTree.fromstring(as_junit(report)).find("testsuite")
+    assert suite is not None and suite.get("tests") == "5" and suite.get("failures") == "1"
+    failed = [case for case in suite if case.find("failure") is not None]
+    assert [case.get("name") for case in failed] == [f"{AGENTS}/chat/bad.yml"]
+    quality = json.loads(as_codequality(report))
+    assert {q["severity"] for q in quality} == {"major", "minor"}
+    assert all(q["location"]["path"].startswith(AGENTS) and len(q["fingerprint"]) == 64 for q in quality)
+    assert len({q["fingerprint"] for q in quality}) == len(quality)
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], cwd=cwd, env=clean_environment(), capture_output=True, text=True, timeout=120)
+
+
+def test_the_lint_command(tmp_path: Path) -> None:
+    good = _library(tmp_path / "good", GOOD)
+    assert _run("lint", cwd=good).returncode == 0
+    bad = _library(tmp_path / "bad", {**GOOD, **FAILING["yaml-syntax"]})
+    result = _run("lint", "--format", "codequality", "-o", "report.json", cwd=bad)
+    assert result.returncode == 1 and "1 error" in result.stdout
+    assert json.loads((bad / "report.json").read_text())[0]["check_name"] == "yaml-syntax"
+    missing = _run("lint", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert missing.returncode == 2 and "not a directory" in missing.stderr and "Traceback" not in missing.stderr
+    no_root = _run("lint", cwd=tmp_path)
+    assert no_root.returncode == 2 and "--root" in no_root.stderr
+
+
+def test_new_then_lint_then_render(tmp_path: Path) -> None:
+    assert _run("new", "support/triage", cwd=tmp_path).returncode == 0
+    written = (tmp_path / AGENTS / "support/triage.yml").read_text()
+    assert written.startswith("# yaml-language-server: $schema=../../../schemas/agent-definition.v1.schema.json")
+    assert (tmp_path / "schemas/agent-definition.v1.schema.json").exists()
+    assert _run("lint", cwd=tmp_path).returncode == 0
+    again = _run("new", "support/triage", cwd=tmp_path)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert _run("new", "Bad Name/x", cwd=tmp_path).returncode == 2
+    rendered = _run("render", "support/triage", "--input", "question=Is it down?", cwd=tmp_path)
+    assert rendered.returncode == 0 and "--- user ---\nIs it down?" in rendered.stdout
+    missing = _run("render", "support/triage", cwd=tmp_path)
+    assert missing.returncode == 2 and "/question: missing required input 'question'" in missing.stderr
+
+
+def test_render_a_release_with_an_inputs_file(released_repo: LibraryRepo, tmp_path: Path) -> None:
+    inputs = tmp_path / "inputs.yml"
+    inputs.write_text("question: Why?\nrules: [Be kind]\n")
+    result = _run(
+        "render",
+        "chat/with_rules",
+        "--release",
+        "v1.1.0",
+        "--inputs-file",
+        str(inputs),
+        "--format",
+        "json",
+        cwd=released_repo.path,
+    )
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["release"]["tag"] == "v1.1.0"
+    assert body["messages"][0]["content"].endswith("- Be kind\n")
+    absent = _run("render", "chat/with_rules", "--release", "v9.0.0", cwd=released_repo.path)
+    assert absent.returncode == 1 and "v9.0.0" in absent.stderr
