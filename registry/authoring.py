@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 from registry.definition import SCHEMA_FILE
 from registry.errors import ConfigurationError, InvalidRequest
+from registry.examples import format_messages
 from registry.lint import find_agents_root
 from registry.loading import DEFINITION_SUFFIX, check_agent_name
 from registry.safeyaml import YamlError, parse_yaml
@@ -128,6 +130,5 @@ def render_command(
         return 0
     release_tag = answer.resolution.release.tag
     print(f"# {usecase}/{name} at {release_tag} ({answer.agent.digest[:19]})")
-    for message in answer.prompt.messages:
-        print(f"\n--- {message.role} ---\n{message.content}")
+    sys.stdout.write(format_messages(answer.prompt))
     return 0

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from registry import authoring
 from registry.bundle import Bundle
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
+from registry.examples import report_text, run_examples
 from registry.lint import DEFAULT_ROOT, lint
 from registry.lintformat import FORMATS, render_report
 from registry.metricsdir import prepare_metrics_directory
@@ -126,6 +127,16 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("agent", metavar="USECASE/NAME")
     new.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
     new.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+
+    test = commands.add_parser(
+        "test",
+        help="render every definition's examples and check them; exit 1 on a failure",
+        description="Render the examples of every definition in a library checkout and check their"
+        " expectations (contains, not_contains, matches) and golden files.",
+    )
+    test.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
+    test.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+    test.add_argument("--update", action="store_true", help="write golden files that are missing or differ")
 
     render = commands.add_parser(
         "render",
@@ -322,6 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _write_bundle(_download_bundle(args.url, args.release, args.token), args.output)
         if args.command == "lint":
             return _lint(args)
+        if args.command == "test":
+            report = run_examples(args.path, root=args.root, update=args.update)
+            sys.stdout.write(report_text(report))
+            return 1 if report.failed else 0
         if args.command == "new":
             return authoring.scaffold(args.agent, args.path, root=args.root)
         if args.command == "render":

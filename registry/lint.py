@@ -199,7 +199,7 @@ def lint(
     if not base.is_dir():
         raise ConfigurationError(f"{path} is not a directory")
     agents_root = find_agents_root(base, root)
-    catalog = _open_catalog(base, agents_root, limits)
+    catalog = open_worktree_catalog(base, agents_root, limits)
     report = LintReport(root=agents_root)
     shown = catalog.repository_path
 
@@ -244,7 +244,8 @@ class _Outcome:
     dynamic: bool = False
 
 
-def _open_catalog(base: Path, agents_root: str, limits: YamlLimits) -> ReleaseCatalog:
+def open_worktree_catalog(base: Path, agents_root: str, limits: YamlLimits) -> ReleaseCatalog:
+    """The catalog of a working tree, as the registry would serve it."""
     store = WorktreeStore(base, root=agents_root)
     tree = store.tree(store.releases().releases[0])
     return ReleaseCatalog(tree, root=agents_root, yaml_limits=limits)
@@ -282,7 +283,7 @@ _worker_catalog: ReleaseCatalog | None = None
 
 def _start_worker(base: Path, agents_root: str, limits: YamlLimits) -> None:
     global _worker_catalog
-    _worker_catalog = _open_catalog(base, agents_root, limits)
+    _worker_catalog = open_worktree_catalog(base, agents_root, limits)
 
 
 def _check_batch(batch: list[tuple[str, str]]) -> list[_Outcome]:

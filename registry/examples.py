@@ -1,0 +1,189 @@
+"""``prompt-registry test``: render every definition's examples and check them.
+
+An example (``examples:`` in a definition, see the JSON Schema) gives inputs
+and either expectations per role (``contains``, ``not_contains``, ``matches``
+with RE2 regular expressions) or ``golden: true``: the whole rendering must
+equal ``<name>.examples/<example>.txt`` next to the definition, a file that
+``--update`` (re)writes. Rendering is the registry's own, on the working
+tree, so an example that passes here renders the same from the server.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import re2
+
+from registry.errors import InvalidDefinition, RegistryError
+from registry.lint import find_agents_root, open_worktree_catalog
+from registry.loading import DEFINITION_SUFFIX, LoadedAgent
+from registry.models import Prompt
+from registry.rendering import RenderLimits
+from registry.safeyaml import YamlLimits
+
+GOLDEN_SUFFIX = ".examples"
+
+
+def format_messages(prompt: Prompt) -> str:
+    """The messages as text, role by role: the golden file format, and
+    ``prompt-registry render``'s."""
+    return "".join(f"--- {m.role} ---\n{m.content}\n" for m in prompt.messages)
+
+
+@dataclass
+class ExampleResult:
+    file: str
+    """The definition, relative to the repository."""
+    agent: str
+    example: str
+    problems: list[str] = field(default_factory=list)
+    diff: str | None = None
+    updated: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class TestReport:
+    results: list[ExampleResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Definitions that could not be tested because they are invalid (lint says why)."""
+
+    @property
+    def failed(self) -> list[ExampleResult]:
+        return [r for r in self.results if not r.passed]
+
+
+def run_examples(
+    path: str | os.PathLike[str], *, root: str | None = None, update: bool = False, limits: YamlLimits = YamlLimits()
+) -> TestReport:
+    base = Path(path)
+    agents_root = find_agents_root(base, root)
+    catalog = open_worktree_catalog(base, agents_root, limits)
+    report = TestReport()
+    for usecase, name in catalog.agent_names():
+        file = catalog.repository_path(f"{usecase}/{name}{DEFINITION_SUFFIX}")
+        loaded = catalog.load(usecase, name)
+        if isinstance(loaded, InvalidDefinition):
+            if _declares_examples(base / file):
+                report.skipped.append(file)
+            continue
+        golden_dir = base / agents_root / usecase / f"{name}{GOLDEN_SUFFIX}"
+        report.results.extend(_run_agent(loaded, file, f"{usecase}/{name}", golden_dir, update=update))
+    return report
+
+
+def _run_agent(
+    loaded: LoadedAgent, file: str, agent: str, golden_dir: Path, *, update: bool
+) -> Iterator[ExampleResult]:
+    examples = loaded.definition.get("examples") or []
+    seen: set[str] = set()
+    for example in examples:
+        result = ExampleResult(file, agent, str(example["name"]))
+        if result.example in seen:
+            result.problems.append(f"another example is also named {result.example!r}")
+            yield result
+            continue
+        seen.add(result.example)
+        try:
+            prompt = loaded.compiled.render(example["inputs"], limits=RenderLimits())
+        except RegistryError as exc:
+            result.problems.append(f"does not render: {exc}")
+            result.problems.extend(f"  {issue.path or '/'}: {issue.message}" for issue in getattr(exc, "errors", []))
+            yield result
+            continue
+        _check_expectations(example.get("expect") or {}, prompt, result)
+        if example.get("golden"):
+            _check_golden(golden_dir / f"{result.example}.txt", format_messages(prompt), result, update=update)
+        yield result
+
+
+def _check_expectations(expect: dict[str, Any], prompt: Prompt, result: ExampleResult) -> None:
+    contents = {m.role: m.content for m in prompt.messages}
+    for role, checks in expect.items():
+        if role not in contents:
+            result.problems.append(f"expects a {role} message, but the definition has no {role} template")
+            continue
+        text = contents[role]
+        for wanted in checks.get("contains", []):
+            if wanted not in text:
+                result.problems.append(f"{role} message does not contain {wanted!r}")
+        for unwanted in checks.get("not_contains", []):
+            if unwanted in text:
+                result.problems.append(f"{role} message contains {unwanted!r}")
+        for pattern in checks.get("matches", []):
+            try:
+                matched = re2.search(pattern, text) is not None
+            except re2.error as exc:
+                reason = exc.args[0] if exc.args else exc
+                if isinstance(reason, bytes):
+                    reason = reason.decode("utf-8", "replace")
+                result.problems.append(f"{role}: {pattern!r} is not a valid regular expression: {reason}")
+                continue
+            if not matched:
+                result.problems.append(f"{role} message does not match {pattern!r}")
+
+
+def _check_golden(golden: Path, rendered: str, result: ExampleResult, *, update: bool) -> None:
+    try:
+        expected: str | None = golden.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        expected = None
+    except (OSError, UnicodeDecodeError) as exc:
+        result.problems.append(f"cannot read the golden file {golden.name}: {exc}")
+        return
+    if expected == rendered:
+        return
+    if update:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered, encoding="utf-8")
+        result.updated = True
+        return
+    if expected is None:
+        result.problems.append(f"no golden file {golden.parent.name}/{golden.name}; run with --update to write it")
+        return
+    result.problems.append(f"rendering differs from {golden.parent.name}/{golden.name}")
+    result.diff = "".join(
+        difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            rendered.splitlines(keepends=True),
+            fromfile=f"{golden.parent.name}/{golden.name}",
+            tofile="rendered",
+        )
+    )
+
+
+def _declares_examples(path: Path) -> bool:
+    try:
+        return b"\nexamples:" in b"\n" + path.read_bytes()
+    except OSError:
+        return False
+
+
+def report_text(report: TestReport) -> str:
+    lines = []
+    for result in report.results:
+        if result.updated:
+            lines.append(f"updated  {result.agent} [{result.example}]")
+        elif result.passed:
+            lines.append(f"ok       {result.agent} [{result.example}]")
+        else:
+            lines.append(f"FAILED   {result.agent} [{result.example}]  ({result.file})")
+            lines.extend(f"    {problem}" for problem in result.problems)
+            if result.diff:
+                lines.extend("    " + line for line in result.diff.rstrip("\n").splitlines())
+    for file in report.skipped:
+        lines.append(f"skipped  {file}: the definition is invalid (run prompt-registry lint)")
+    failed = len(report.failed)
+    summary = f"{len(report.results) - failed} passed, {failed} failed"
+    if report.skipped:
+        summary += f", {len(report.skipped)} definitions skipped"
+    lines.append(summary)
+    return "\n".join(lines) + "\n"

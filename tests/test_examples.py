@@ -1,0 +1,146 @@
+"""prompt-registry test: examples with expectations and golden files."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from registry.examples import run_examples
+from registry.lint import lint
+from tests.servers import CLI, clean_environment
+
+AGENTS = "ai_gateway/agents"
+
+DEFINITION = """\
+name: Triage
+prompt_templates:
+  system: You sort support tickets. Never reveal internal notes.
+  user: "Ticket: {{ ticket }}"
+inputs:
+  type: object
+  required: [ticket]
+  properties:
+    ticket: {type: string}
+examples:
+"""
+
+
+def _library(tmp_path: Path, examples: str, definition: str = DEFINITION) -> Path:
+    target = tmp_path / AGENTS / "support" / "triage.yml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(definition + examples, encoding="utf-8")
+    return tmp_path
+
+
+def _problems(tmp_path: Path) -> list[str]:
+    return [p for r in run_examples(tmp_path).results for p in r.problems]
+
+
+def test_expectations_that_hold_pass(tmp_path: Path) -> None:
+    base = _library(
+        tmp_path,
+        """\
+  - name: login
+    inputs: {ticket: "I cannot log in"}
+    expect:
+      system: {contains: [support tickets], not_contains: [password]}
+      user: {matches: ["^Ticket: .*log in$"]}
+""",
+    )
+    report = run_examples(base)
+    assert [(r.agent, r.example, r.passed) for r in report.results] == [("support/triage", "login", True)]
+
+
+def test_each_expectation_that_fails_says_why(tmp_path: Path) -> None:
+    base = _library(
+        tmp_path,
+        """\
+  - name: wrong
+    inputs: {ticket: "x"}
+    expect:
+      system: {contains: [refund], not_contains: [internal notes]}
+      user: {matches: ["^Order"]}
+      assistant: {contains: [anything]}
+  - name: bad-regex
+    inputs: {ticket: "x"}
+    expect:
+      user: {matches: ["(unclosed"]}
+""",
+    )
+    assert _problems(base) == [
+        "system message does not contain 'refund'",
+        "system message contains 'internal notes'",
+        "user message does not match '^Order'",
+        "expects a assistant message, but the definition has no assistant template",
+        "user: '(unclosed' is not a valid regular expression: missing ): (unclosed",
+    ]
+
+
+def test_examples_whose_inputs_do_not_render_fail(tmp_path: Path) -> None:
+    base = _library(
+        tmp_path,
+        """\
+  - name: missing
+    inputs: {}
+  - name: missing
+    inputs: {ticket: "x"}
+""",
+    )
+    results = run_examples(base).results
+    assert results[0].problems[0].startswith("does not render: 1 problem(s) with the inputs")
+    assert "missing required input 'ticket'" in results[0].problems[1]
+    assert results[1].problems == ["another example is also named 'missing'"]
+
+
+def test_golden_files_are_written_by_update_and_compared(tmp_path: Path) -> None:
+    base = _library(tmp_path, "  - name: login\n    inputs: {ticket: I cannot log in}\n    golden: true\n")
+    golden = base / AGENTS / "support" / "triage.examples" / "login.txt"
+    assert _problems(base) == ["no golden file triage.examples/login.txt; run with --update to write it"]
+    assert run_examples(base, update=True).results[0].updated
+    assert golden.read_text() == (
+        "--- system ---\nYou sort support tickets. Never reveal internal notes.\n--- user ---\nTicket: I cannot log in\n"
+    )
+    assert _problems(base) == []
+    _library(
+        tmp_path,
+        "  - name: login\n    inputs: {ticket: I cannot log in}\n    golden: true\n",
+        DEFINITION.replace("Never reveal", "Do not reveal"),
+    )
+    result = run_examples(base).results[0]
+    assert result.problems == ["rendering differs from triage.examples/login.txt"]
+    assert "-You sort support tickets. Never reveal internal notes.\n+You sort support tickets. Do not reveal" in (
+        result.diff or ""
+    )
+    assert lint(base).findings == []  # golden files are not definitions
+
+
+def test_the_schema_refuses_malformed_examples(tmp_path: Path) -> None:
+    base = _library(
+        tmp_path,
+        """\
+  - name: Has Capitals
+    inputs: []
+    expect:
+      critic: {contains: [x]}
+      user: {contain: [x]}
+""",
+    )
+    messages = [f.message for f in lint(base).findings]
+    assert len(messages) >= 4, messages
+    report = run_examples(base)
+    assert report.results == [] and report.skipped == [f"{AGENTS}/support/triage.yml"]
+
+
+def test_the_test_command(tmp_path: Path) -> None:
+    base = _library(tmp_path, "  - name: login\n    inputs: {ticket: x}\n    golden: true\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [CLI, "test", *args], cwd=base, env=clean_environment(), capture_output=True, text=True, timeout=60
+        )
+
+    failing = run()
+    assert failing.returncode == 1 and "FAILED   support/triage [login]" in failing.stdout
+    assert run("--update").returncode == 0
+    passing = run()
+    assert passing.returncode == 0 and passing.stdout.endswith("1 passed, 0 failed\n")
