@@ -220,6 +220,28 @@ def _render_etag(digest: str, inputs: dict[str, Any]) -> str:
     return "render-" + hashlib.sha256(material).hexdigest()[:40]
 
 
+@bp.get("/v1/diff")
+def diff_releases() -> Response:
+    """What changed between two releases: agents added, removed and changed,
+    with template, partial and example diffs."""
+    source, target = _single_parameter("from"), _single_parameter("to")
+    diff = _service().diff(source, target)
+    response = _json_bytes(encode_json(diff.as_dict()) + b"\n")
+    immutable = _service().resolve(source).immutable and _service().resolve(target).immutable
+    lifetime = IMMUTABLE if immutable else f"max-age={_settings().cache_max_age}"
+    response.headers["Cache-Control"] = f"{'private' if _settings().api_tokens else 'public'}, {lifetime}"
+    return response
+
+
+def _single_parameter(name: str) -> str:
+    values = request.args.getlist(name)
+    if len(values) != 1 or not values[0]:
+        raise InvalidRequest(
+            f"give {name}=<release> exactly once (a version, range, channel or latest)", parameter=name
+        )
+    return values[0]
+
+
 @bp.get("/v1/bundle")
 def export_bundle() -> Response:
     """Every agent and partial of a release in one file, for a client to ship

@@ -8,15 +8,20 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry.definition import SCHEMA_FILE
-from registry.errors import ConfigurationError, InvalidRequest
-from registry.examples import format_messages
-from registry.lint import find_agents_root
-from registry.loading import DEFINITION_SUFFIX, check_agent_name
-from registry.safeyaml import YamlError, parse_yaml
+from registry.diff import LibraryDiff, classify, diff_catalogs, required_bump
+from registry.errors import ConfigurationError, InvalidRequest, ReleaseNotFound
+from registry.lint import find_agents_root, open_worktree_catalog
+from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
+from registry.models import Release
+from registry.releases import WORKTREE_TAG, ReleaseIndex, parse_version
+from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.settings import Settings
+
+if TYPE_CHECKING:
+    from registry.service import RegistryService
 
 # Where `new` keeps a copy of the schema in a library checkout, so that
 # editors validate offline against the version the library is written for.
@@ -130,5 +135,114 @@ def render_command(
         return 0
     release_tag = answer.resolution.release.tag
     print(f"# {usecase}/{name} at {release_tag} ({answer.agent.digest[:19]})")
-    sys.stdout.write(format_messages(answer.prompt))
+    sys.stdout.write(answer.prompt.as_text())
     return 0
+
+
+# -- diff and check-release -------------------------------------------------------
+
+
+def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, ReleaseCatalog]:
+    """A side of a comparison: ``worktree`` (the checkout's files), a release
+    (version, range, channel, latest), or a branch, tag or commit."""
+    if ref == WORKTREE_TAG:
+        catalog = open_worktree_catalog(Path(path), service.store.root, YamlLimits())
+        return Release(tag=WORKTREE_TAG, version=None, commit=catalog.commit), catalog
+    try:
+        release = service.resolve(ref).release
+    except InvalidRequest:
+        revision = getattr(service.store, "revision", None)
+        if revision is None:
+            raise
+        release = revision(ref)
+    return release, service.catalog(release)
+
+
+def diff_command(path: str, settings: Settings, source: str, target: str, *, as_json: bool) -> int:
+    from registry.app import build_service
+
+    service = build_service(settings)
+    try:
+        before, after = _open_ref(service, path, source), _open_ref(service, path, target)
+        diff = diff_catalogs(before[0], before[1], after[0], after[1])
+    finally:
+        service.close()
+    if as_json:
+        print(json.dumps(diff.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(diff_text(diff))
+    return 0
+
+
+def diff_text(diff: LibraryDiff) -> str:
+    lines = [f"diff {diff.source.tag} ({diff.source.commit[:12]}) .. {diff.target.tag} ({diff.target.commit[:12]})"]
+    for change in diff.changes:
+        if change.status != "changed":
+            lines.append(f"{change.status}: {change.agent}")
+            continue
+        detail = ", ".join(change.fields)
+        lines.append(f"changed: {change.agent}{f' ({detail})' if detail else ''}")
+        for side, problems in change.invalid.items():
+            lines.extend(f"  invalid in {side}: {problem}" for problem in problems)
+        for text in [*change.templates.values(), *change.partials.values()]:
+            lines.extend("  " + line for line in text.rstrip("\n").splitlines())
+        for name, text in change.examples.items():
+            lines.append(f"  what the model receives for example {name!r}:")
+            lines.extend("    " + line for line in text.rstrip("\n").splitlines())
+    lines.append(f"{diff.unchanged} agent{'' if diff.unchanged == 1 else 's'} unchanged")
+    return "\n".join(lines) + "\n"
+
+
+def check_release_command(path: str, settings: Settings, next_version: str, *, against: str | None, ref: str) -> int:
+    from registry.app import build_service
+
+    if parse_version(next_version) is None:
+        raise InvalidRequest(f"{next_version!r} is not a SemVer version such as v1.4.0")
+    service = build_service(settings)
+    try:
+        index = service.store.releases()
+        if not index.releases:
+            raise ReleaseNotFound("the repository has no release to compare with; tag the first one (any version)")
+        previous = service.resolve(against).release if against else index.releases[0]
+        current, current_catalog = _open_ref(service, path, ref)
+        diff = diff_catalogs(previous, service.catalog(previous), current, current_catalog)
+        failures = _immutability_failures(service, index, next_version, current, current_catalog)
+    finally:
+        service.close()
+    needed, reasons = classify(diff)
+    planned = required_bump(previous.tag, next_version)
+    print(f"{previous.tag} -> {next_version}: a {planned} release; the changes require {_article(needed)}")
+    for reason in reasons:
+        print(f"  {reason.bump:<6} {reason.agent}: {reason.why}")
+    if planned == "none":
+        failures.append(f"{next_version} is not higher than {previous.tag}")
+    elif _ORDER_OF[planned] < _ORDER_OF[needed]:
+        failures.append(f"{next_version} is a {planned} release, but the changes require a {needed} release")
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    if not failures:
+        print("ok")
+    return 1 if failures else 0
+
+
+_ORDER_OF = {"none": 0, "patch": 1, "minor": 2, "major": 3}
+
+
+def _article(bump: str) -> str:
+    return "no release" if bump == "none" else f"a {bump} release"
+
+
+def _immutability_failures(
+    service: RegistryService, index: ReleaseIndex, next_version: str, current: Release, catalog: ReleaseCatalog
+) -> list[str]:
+    """Tags never change: the planned tag must not exist with other content,
+    and no existing tag may have moved."""
+    failures = [
+        f"tag {r.tag} was moved from {r.commit[:12]} to {r.moved_to[:12]}" for r in index.releases if r.moved_to
+    ]
+    existing = next((r for r in index.releases if r.tag in (next_version, "v" + next_version.removeprefix("v"))), None)
+    if existing is not None:
+        same = diff_catalogs(existing, service.catalog(existing), current, catalog).changes == []
+        if not same:
+            failures.append(f"tag {existing.tag} already exists with other content; a released tag never changes")
+    return failures

@@ -138,6 +138,34 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
     test.add_argument("--update", action="store_true", help="write golden files that are missing or differ")
 
+    diff = commands.add_parser(
+        "diff",
+        help="what changed between two versions of the library",
+        description="Agents added, removed and changed between FROM and TO; for a changed agent, the"
+        " fields that changed, a diff of each template and partial, and of what the model receives for"
+        " each example. Each ref is a release (v1.2.0, ^1.2, @channel, latest), a branch, tag or commit,"
+        " or 'worktree' for the checkout's files.",
+    )
+    diff.add_argument("source", metavar="FROM")
+    diff.add_argument("target", metavar="TO")
+    diff.add_argument("--repo", default=".", metavar="PATH", help="the library repository (default .)")
+    diff.add_argument("--root", help=f"agents root (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
+    diff.add_argument("--format", choices=("text", "json"), default="text")
+
+    check = commands.add_parser(
+        "check-release",
+        help="fail when NEXT_VERSION is smaller than the changes since the last release require",
+        description="Compare the working tree (or --ref) with the last release (or --against) and classify"
+        " the change: removing an agent or input, adding a required input or narrowing an input's type is"
+        " major; adding an agent or an optional input is minor; any other change is patch. Exit 1 when"
+        " NEXT_VERSION is smaller than that, or when an existing tag's content would change.",
+    )
+    check.add_argument("next_version", metavar="NEXT_VERSION")
+    check.add_argument("--against", metavar="RELEASE", help="the release to compare with (default: the highest)")
+    check.add_argument("--ref", default="worktree", help="what is being released (default: worktree)")
+    check.add_argument("--repo", default=".", metavar="PATH", help="the library repository (default .)")
+    check.add_argument("--root", help=f"agents root (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
+
     render = commands.add_parser(
         "render",
         help="print an agent's rendered messages",
@@ -337,6 +365,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_examples(args.path, root=args.root, update=args.update)
             sys.stdout.write(report_text(report))
             return 1 if report.failed else 0
+        if args.command in ("diff", "check-release"):
+            settings = Settings.from_env(repo=args.repo, worktree="", remote="", root=args.root)
+            if args.command == "diff":
+                return authoring.diff_command(
+                    args.repo, settings, args.source, args.target, as_json=args.format == "json"
+                )
+            return authoring.check_release_command(
+                args.repo, settings, args.next_version, against=args.against, ref=args.ref
+            )
         if args.command == "new":
             return authoring.scaffold(args.agent, args.path, root=args.root)
         if args.command == "render":

@@ -29,12 +29,6 @@ from registry.safeyaml import YamlLimits
 GOLDEN_SUFFIX = ".examples"
 
 
-def format_messages(prompt: Prompt) -> str:
-    """The messages as text, role by role: the golden file format, and
-    ``prompt-registry render``'s."""
-    return "".join(f"--- {m.role} ---\n{m.content}\n" for m in prompt.messages)
-
-
 @dataclass
 class ExampleResult:
     file: str
@@ -101,7 +95,7 @@ def _run_agent(
             continue
         _check_expectations(example.get("expect") or {}, prompt, result)
         if example.get("golden"):
-            _check_golden(golden_dir / f"{result.example}.txt", format_messages(prompt), result, update=update)
+            _check_golden(golden_dir / f"{result.example}.txt", prompt.as_text(), result, update=update)
         yield result
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -24,12 +25,16 @@ from cachetools import LRUCache
 from gitdb.util import hex_to_bin
 
 from registry.channels import ChannelTable
-from registry.errors import StoreError
+from registry.errors import ReleaseNotFound, StoreError
 from registry.models import Release
 from registry.releases import ReleaseIndex, parse_version, release_for_tag
 from registry.tagmemory import InMemoryTagMemory, TagMemory
 
 log = logging.getLogger(__name__)
+
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+# Branch and tag names an author may give to diff: no revision syntax.
+_REF_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 
 _BLOB = "blob"
 _REGULAR_FILE_MODES = (0o100644, 0o100755)
@@ -154,6 +159,38 @@ class GitStore:
         table = ChannelTable.parse(data, path=self._channels_file, commit=head)
         self._channels = table
         return table
+
+    def revision(self, name: str) -> Release:
+        """A branch, tag or full commit id of the repository, as a release to
+        read (for authors' commands such as diff; the HTTP API never calls it).
+
+        The name is looked up among the repository's refs, never handed to git
+        as revision syntax, so ``HEAD~1``, ``--upload-pack=...`` or ``a..b``
+        are simply not found.
+        """
+        with self._lock:
+            commit: str | None = None
+            if name == "HEAD":
+                try:
+                    commit = git.SymbolicReference.dereference_recursive(self._repo, "HEAD")
+                except (ValueError, OSError):
+                    commit = None
+            elif _FULL_COMMIT.fullmatch(name):
+                try:
+                    commit = git.Commit(self._repo, hex_to_bin(name)).tree.hexsha and name
+                except (ValueError, git.GitError, OSError):
+                    commit = None
+            elif _REF_NAME.fullmatch(name) and ".." not in name and "//" not in name and not name.endswith("/"):
+                for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/"):
+                    reference = git.Reference(self._repo, prefix + name, check_path=False)
+                    try:
+                        commit = reference.commit.hexsha  # peels an annotated tag
+                        break
+                    except (ValueError, OSError, git.GitError):
+                        continue
+        if commit is None:
+            raise ReleaseNotFound(f"{name!r} is not a release, branch, tag or commit of this repository", release=name)
+        return Release(tag=name, version=None, commit=commit)
 
     def _read_path(self, commit: str, path: str) -> bytes | None:
         """A file of a commit by path, or None; the caller holds ``_lock``."""

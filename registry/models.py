@@ -147,6 +147,11 @@ class Prompt:
         """The messages as ``[{"role", "content"}]``, ready for a chat call."""
         return [m.as_dict() for m in self.messages]
 
+    def as_text(self) -> str:
+        """The messages role by role (``--- role ---`` then the content): the
+        format of golden files and of ``prompt-registry render``."""
+        return "".join(f"--- {m.role} ---\n{m.content}\n" for m in self.messages)
+
 
 @dataclass(frozen=True)
 class AgentSummary:

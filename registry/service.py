@@ -32,6 +32,7 @@ from cachetools import LRUCache
 from registry.bundle import BundleRelease, encode_bundle
 from registry.cache import AgentKey, ContentCache, MemoryTier
 from registry.channels import ChannelTable
+from registry.diff import LibraryDiff, diff_catalogs
 from registry.errors import InvalidDefinition, NotFound, NotReady, ReleaseNotFound
 from registry.events import ReleaseChange, ReleaseEvents
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
@@ -247,6 +248,15 @@ class RegistryService:
         """Render an agent already fetched with ``get_agent``."""
         prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
         return RenderAnswer(answer.resolution, answer.agent, prompt)
+
+    def diff(self, source: str | None, target: str | None) -> LibraryDiff:
+        """What changed between two releases (versions, ranges or channels)."""
+        before, after = self.resolve(source), self.resolve(target)
+        return diff_catalogs(before.release, self.catalog(before.release), after.release, self.catalog(after.release))
+
+    def catalog(self, release: Release) -> ReleaseCatalog:
+        """The catalog of one release (for the authors' commands)."""
+        return self._catalog(release)
 
     def export_bundle(self, release: str | None = None) -> tuple[Resolution, bytes]:
         """Every agent and partial of a release as a bundle file (``registry.bundle``)."""

@@ -1,0 +1,291 @@
+"""Semantic diff between two versions of a library, and the release gate.
+
+``diff_catalogs`` compares two catalogs (two commits, or a commit and a
+working tree) agent by agent: which agents were added or removed, and for a
+changed one which fields changed, a unified diff of each template and of each
+partial it reaches, and, when it has examples, the diff of what the model
+would receive for each. ``classify`` turns a diff into the SemVer bump it
+requires, with a reason for each.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from registry.errors import InvalidDefinition, RegistryError
+from registry.loading import LoadedAgent, ReleaseCatalog
+from registry.models import Release
+from registry.rendering import RenderLimits
+
+Bump = Literal["major", "minor", "patch", "none"]
+_ORDER: dict[str, int] = {"none": 0, "patch": 1, "minor": 2, "major": 3}
+# Top-level keys compared as fields (templates and examples are diffed themselves).
+_FIELDS = ("name", "description", "model", "params", "inputs", "metadata")
+
+
+@dataclass
+class AgentChange:
+    usecase: str
+    name: str
+    status: Literal["added", "removed", "changed"]
+    digest_from: str | None = None
+    digest_to: str | None = None
+    fields: list[str] = field(default_factory=list)
+    templates: dict[str, str] = field(default_factory=dict)
+    partials: dict[str, str] = field(default_factory=dict)
+    examples: dict[str, str] = field(default_factory=dict)
+    invalid: dict[str, list[str]] = field(default_factory=dict)
+    """Side ("from"/"to") to the problems of a definition invalid there."""
+    definition_from: dict[str, Any] | None = field(default=None, repr=False)
+    definition_to: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def agent(self) -> str:
+        return f"{self.usecase}/{self.name}"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "usecase": self.usecase,
+            "name": self.name,
+            "status": self.status,
+            "digest_from": self.digest_from,
+            "digest_to": self.digest_to,
+        }
+        if self.status == "changed":
+            out.update(fields=self.fields, templates=self.templates, partials=self.partials, examples=self.examples)
+        if self.invalid:
+            out["invalid"] = self.invalid
+        return out
+
+
+@dataclass
+class LibraryDiff:
+    source: Release
+    target: Release
+    changes: list[AgentChange]
+    unchanged: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "from": {"ref": self.source.tag, "commit": self.source.commit},
+            "to": {"ref": self.target.tag, "commit": self.target.commit},
+            "added": [c.agent for c in self.changes if c.status == "added"],
+            "removed": [c.agent for c in self.changes if c.status == "removed"],
+            "changed": [c.as_dict() for c in self.changes if c.status == "changed"],
+            "unchanged": self.unchanged,
+        }
+
+
+def diff_catalogs(source: Release, before: ReleaseCatalog, target: Release, after: ReleaseCatalog) -> LibraryDiff:
+    old, new = set(before.agent_names()), set(after.agent_names())
+    changes: list[AgentChange] = []
+    unchanged = 0
+    for usecase, name in sorted(old | new):
+        a = before.load(usecase, name) if (usecase, name) in old else None
+        b = after.load(usecase, name) if (usecase, name) in new else None
+        if a is None:
+            changes.append(_one_sided(usecase, name, "added", b))
+        elif b is None:
+            changes.append(_one_sided(usecase, name, "removed", a))
+        else:
+            change = _compare(usecase, name, a, b, before.repository_path(f"{usecase}/{name}.yml"))
+            if change is None:
+                unchanged += 1
+            else:
+                changes.append(change)
+    return LibraryDiff(source, target, changes, unchanged)
+
+
+def _one_sided(
+    usecase: str, name: str, status: Literal["added", "removed"], loaded: LoadedAgent | InvalidDefinition | None
+) -> AgentChange:
+    change = AgentChange(usecase, name, status)
+    side = "to" if status == "added" else "from"
+    if isinstance(loaded, LoadedAgent):
+        setattr(change, f"digest_{side}", loaded.digest)
+        setattr(change, f"definition_{side}", loaded.definition)
+    elif isinstance(loaded, InvalidDefinition):
+        change.invalid[side] = [i.message for i in loaded.errors]
+    return change
+
+
+def _compare(
+    usecase: str, name: str, a: LoadedAgent | InvalidDefinition, b: LoadedAgent | InvalidDefinition, path: str
+) -> AgentChange | None:
+    change = AgentChange(usecase, name, "changed")
+    for side, loaded in (("from", a), ("to", b)):
+        if isinstance(loaded, InvalidDefinition):
+            change.invalid[side] = [i.message for i in loaded.errors]
+    if isinstance(a, InvalidDefinition) or isinstance(b, InvalidDefinition):
+        if (
+            isinstance(a, InvalidDefinition)
+            and isinstance(b, InvalidDefinition)
+            and change.invalid["from"] == change.invalid["to"]
+        ):
+            return None
+        change.digest_from = a.digest if isinstance(a, LoadedAgent) else None
+        change.digest_to = b.digest if isinstance(b, LoadedAgent) else None
+        return change
+    if a.digest == b.digest:
+        return None
+    change.digest_from, change.digest_to = a.digest, b.digest
+    change.definition_from, change.definition_to = a.definition, b.definition
+    change.fields = [key for key in _FIELDS if a.definition.get(key) != b.definition.get(key)]
+    before_templates = a.definition.get("prompt_templates", {})
+    after_templates = b.definition.get("prompt_templates", {})
+    for role in dict.fromkeys([*before_templates, *after_templates]):
+        text = _unified(before_templates.get(role, ""), after_templates.get(role, ""), f"{path}#{role}")
+        if text:
+            change.templates[role] = text
+    for partial in sorted(set(a.partials) | set(b.partials)):
+        text = _unified(a.partials.get(partial, ""), b.partials.get(partial, ""), partial)
+        if text:
+            change.partials[partial] = text
+    change.examples = _example_diffs(a, b)
+    return change
+
+
+def _example_diffs(a: LoadedAgent, b: LoadedAgent) -> dict[str, str]:
+    """For each example of the new version, what the model would receive
+    before and after, rendered with the same inputs."""
+    diffs = {}
+    for example in b.definition.get("examples") or []:
+        label = str(example.get("name"))
+        old, new = _rendered(a, example.get("inputs")), _rendered(b, example.get("inputs"))
+        text = _unified(old, new, f"example {label}")
+        if text:
+            diffs[label] = text
+    return diffs
+
+
+def _rendered(agent: LoadedAgent, inputs: Any) -> str:
+    try:
+        return agent.compiled.render(inputs, limits=RenderLimits()).as_text()
+    except RegistryError as exc:
+        return f"(does not render: {exc})\n"
+
+
+def _unified(before: str, after: str, label: str) -> str:
+    if before == after:
+        return ""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=f"a/{label}", tofile=f"b/{label}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+# -- the release gate ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reason:
+    bump: Bump
+    agent: str
+    why: str
+
+
+def classify(diff: LibraryDiff) -> tuple[Bump, list[Reason]]:
+    """The bump the changes require, and why: removing an agent, removing or
+    renaming an input, adding a required input or narrowing an input's type
+    is major; adding an agent or an optional input is minor; any other
+    change of a digest is patch."""
+    reasons: list[Reason] = []
+    for change in diff.changes:
+        if change.status == "removed":
+            reasons.append(Reason("major", change.agent, "the agent was removed"))
+        elif change.status == "added":
+            reasons.append(Reason("minor", change.agent, "the agent was added"))
+        else:
+            reasons.extend(_input_reasons(change))
+            if not any(r.agent == change.agent for r in reasons):
+                what = ", ".join(change.fields + [f"{role} template" for role in change.templates]) or "partials"
+                reasons.append(Reason("patch", change.agent, f"its content changed ({what})"))
+    bump: Bump = "none"
+    for reason in reasons:
+        if _ORDER[reason.bump] > _ORDER[bump]:
+            bump = reason.bump
+    return bump, sorted(reasons, key=lambda r: (-_ORDER[r.bump], r.agent, r.why))
+
+
+def _input_reasons(change: AgentChange) -> list[Reason]:
+    before, after = _inputs(change.definition_from), _inputs(change.definition_to)
+    if before is None and after is None:
+        return []
+    old_props, new_props = before[0] if before else None, after[0] if after else None
+    old_required, new_required = (before[1] if before else set()), (after[1] if after else set())
+    reasons = []
+    agent = change.agent
+    if old_props is not None and new_props is not None:
+        for name in sorted(set(old_props) - set(new_props)):
+            reasons.append(Reason("major", agent, f"input {name!r} was removed or renamed"))
+        for name in sorted(set(old_props) & set(new_props)):
+            narrowed = _narrowed(old_props[name], new_props[name])
+            if narrowed:
+                reasons.append(Reason("major", agent, f"input {name!r} was narrowed ({narrowed})"))
+        for name in sorted(set(new_props) - set(old_props)):
+            if name in new_required:
+                reasons.append(Reason("major", agent, f"required input {name!r} was added"))
+            else:
+                reasons.append(Reason("minor", agent, f"optional input {name!r} was added"))
+    elif old_props is None and new_props is not None:
+        # Inputs now declared where none were: every required one is new to callers' contract.
+        for name in sorted(new_required):
+            reasons.append(Reason("major", agent, f"required input {name!r} was added"))
+    for name in sorted((new_required - old_required) & set(old_props or {})):
+        reasons.append(Reason("major", agent, f"input {name!r} became required"))
+    return reasons
+
+
+def _inputs(definition: dict[str, Any] | None) -> tuple[dict[str, Any], set[str]] | None:
+    inputs = (definition or {}).get("inputs")
+    if not isinstance(inputs, dict):
+        return None
+    properties = inputs.get("properties") if isinstance(inputs.get("properties"), dict) else {}
+    required = inputs.get("required") if isinstance(inputs.get("required"), list) else []
+    return dict(properties), {str(r) for r in required}
+
+
+def _narrowed(old: Any, new: Any) -> str | None:
+    """How ``new`` accepts less than ``old``, if it visibly does."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    old_types, new_types = _types(old), _types(new)
+    if old_types is not None and (new_types is None or not new_types >= old_types):
+        if new_types is not None:
+            return f"type {sorted(old_types)} became {sorted(new_types)}"
+    if old_types is None and new_types is not None:
+        return f"any type became {sorted(new_types)}"
+    old_enum, new_enum = old.get("enum"), new.get("enum")
+    if isinstance(new_enum, list) and (not isinstance(old_enum, list) or not all(v in new_enum for v in old_enum)):
+        return "its allowed values were reduced"
+    return None
+
+
+def _types(schema: dict[str, Any]) -> set[str] | None:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        types = {kind}
+    elif isinstance(kind, list):
+        types = {str(k) for k in kind}
+    else:
+        return None
+    if "number" in types:
+        types.add("integer")  # an integer is a number: number -> integer narrows, integer -> number widens
+    return types
+
+
+def required_bump(previous: str, following: str) -> Bump:
+    """The bump from version ``previous`` to ``following`` (``none`` when not higher)."""
+    from registry.releases import parse_version
+
+    old, new = parse_version(previous), parse_version(following)
+    if old is None or new is None or not new > old:
+        return "none"
+    a, b = old.semver, new.semver
+    if b.major > a.major:
+        return "major"
+    if b.minor > a.minor:
+        return "minor"
+    return "patch"

@@ -1,0 +1,206 @@
+"""Semantic diff and the breaking-change gate, on crafted release pairs in
+real git repositories."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from registry.diff import classify, required_bump
+from registry.service import RegistryService
+from registry.settings import Settings
+from tests.conftest import AGENTS, MINIMAL, LibraryRepo, make_app
+from tests.servers import CLI, clean_environment
+
+RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"
+TYPED = """\
+name: Typed
+prompt_templates:
+  user: "{{ question }}{% if limit is defined %} ({{ limit }}){% endif %}{% if tone is defined %} {{ tone }}{% endif %}"
+inputs:
+  type: object
+  required: [question]
+  properties:
+    question: {type: string}
+    limit: {type: number}
+    tone: {type: string, enum: [plain, warm]}
+examples:
+  - name: basic
+    inputs: {question: "Why?", limit: 3}
+"""
+
+
+def _service(repo: LibraryRepo) -> RegistryService:
+    app = make_app(Settings(repo=str(repo.path)))
+    return app.extensions["prompt_registry.service"]
+
+
+# Each pair: what changes between v1.0.0 and v1.1.0, and the bump it requires.
+PAIRS: dict[str, tuple[dict[str, str | None], str, str]] = {
+    "agent removed": ({"chat/typed.yml": None}, "major", "the agent was removed"),
+    "input removed": (
+        {
+            "chat/typed.yml": TYPED.replace("    tone: {type: string, enum: [plain, warm]}\n", "").replace(
+                "{% if tone is defined %} {{ tone }}{% endif %}", ""
+            )
+        },
+        "major",
+        "input 'tone' was removed or renamed",
+    ),
+    "required input added": (
+        {
+            "chat/typed.yml": TYPED.replace("required: [question]", "required: [question, audience]")
+            .replace("    question: {type: string}\n", "    question: {type: string}\n    audience: {type: string}\n")
+            .replace('"{{ question }}', '"{{ audience }} {{ question }}')
+            .replace('inputs: {question: "Why?", limit: 3}', 'inputs: {question: "Why?", limit: 3, audience: devs}')
+        },
+        "major",
+        "required input 'audience' was added",
+    ),
+    "type narrowed": (
+        {"chat/typed.yml": TYPED.replace("limit: {type: number}", "limit: {type: integer}")},
+        "major",
+        "input 'limit' was narrowed (type ['integer', 'number'] became ['integer'])",
+    ),
+    "enum narrowed": (
+        {"chat/typed.yml": TYPED.replace("enum: [plain, warm]", "enum: [plain]")},
+        "major",
+        "input 'tone' was narrowed (its allowed values were reduced)",
+    ),
+    "agent added": ({"chat/other.yml": MINIMAL}, "minor", "the agent was added"),
+    "optional input added": (
+        {
+            "chat/typed.yml": TYPED.replace(
+                "    question: {type: string}\n", "    question: {type: string}\n    extra: {type: string}\n"
+            ).replace('"{{ question }}', "\"{{ question }}{{ extra | default('') }}")
+        },
+        "minor",
+        "optional input 'extra' was added",
+    ),
+    "type widened": (
+        {"chat/typed.yml": TYPED.replace("limit: {type: number}", "limit: {type: [number, string]}")},
+        "patch",
+        "its content changed (inputs)",
+    ),
+    "wording": (
+        {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")},
+        "patch",
+        "its content changed (system template)",
+    ),
+    "partial only": (
+        {"_partials/rules.jinja": RULES_PARTIAL.replace("Rules", "RULES")},
+        "patch",
+        "its content changed (partials)",
+    ),
+    "nothing": ({}, "none", ""),
+}
+
+
+@pytest.fixture
+def base_repo(repo: LibraryRepo) -> LibraryRepo:
+    repo.write("chat/minimal.yml", MINIMAL)
+    repo.write("chat/typed.yml", TYPED)
+    repo.write(
+        "chat/ruled.yml", "name: Ruled\nprompt_templates:\n  system: \"{% include '_partials/rules.jinja' %}\"\n"
+    )
+    repo.write("_partials/rules.jinja", RULES_PARTIAL)
+    repo.commit("base")
+    repo.tag("v1.0.0")
+    return repo
+
+
+@pytest.mark.parametrize("case", sorted(PAIRS))
+def test_each_classification(base_repo: LibraryRepo, case: str) -> None:
+    files, expected, why = PAIRS[case]
+    for relative, content in files.items():
+        if content is None:
+            base_repo.remove(relative)
+        else:
+            base_repo.write(relative, content)
+    base_repo.git("add", "-A")
+    base_repo.git("commit", "-q", "--allow-empty", "-m", case)
+    base_repo.tag("v1.1.0")
+    bump, reasons = classify(_service(base_repo).diff("v1.0.0", "v1.1.0"))
+    assert bump == expected
+    if why:
+        assert why in [r.why for r in reasons if r.bump == expected], reasons
+
+
+def test_a_changed_agent_shows_fields_templates_partials_and_examples(base_repo: LibraryRepo) -> None:
+    base_repo.write(
+        "chat/typed.yml",
+        TYPED.replace('"{{ question }}', '"Q: {{ question }}').replace("name: Typed", "name: Typed v2"),
+    )
+    base_repo.write("_partials/rules.jinja", RULES_PARTIAL.replace("- ", "* "))
+    base_repo.write("chat/new.yml", MINIMAL)
+    base_repo.remove("chat/minimal.yml")
+    base_repo.commit("v1.1.0")
+    base_repo.tag("v1.1.0")
+    body = _service(base_repo).diff("v1.0.0", "^1.1").as_dict()
+    assert body["added"] == ["chat/new"] and body["removed"] == ["chat/minimal"]
+    changed = {c["name"]: c for c in body["changed"]}
+    assert set(changed) == {"typed", "ruled"}
+    typed = changed["typed"]
+    assert typed["fields"] == ["name"]
+    assert f"--- a/{AGENTS}/chat/typed.yml#user" in typed["templates"]["user"]
+    assert "+--- user ---\n" not in typed["examples"]["basic"] and "+Q: Why? (3)" in typed["examples"]["basic"]
+    assert "-{% for rule in rules %}- {{ rule }}" in changed["ruled"]["partials"]["_partials/rules.jinja"]
+    assert body["unchanged"] == 0
+
+
+def test_get_v1_diff(base_repo: LibraryRepo) -> None:
+    base_repo.release("v1.1.0", {"chat/other.yml": MINIMAL})
+    client = make_app(Settings(repo=str(base_repo.path))).test_client()
+    response = client.get("/v1/diff?from=v1.0.0&to=v1.1.0")
+    assert response.status_code == 200 and response.json["added"] == ["chat/other"]
+    assert response.headers["Cache-Control"].endswith("immutable")
+    for query, status, slug in [
+        ("from=v1.0.0", 400, "invalid-request"),
+        ("from=v1.0.0&to=main", 400, "invalid-request"),  # branches are for the CLI only
+        ("from=v1.0.0&to=v9.0.0", 404, "release-not-found"),
+        ("from=v1.0.0&from=v1.1.0&to=v1.1.0", 400, "invalid-request"),
+    ]:
+        problem = client.get(f"/v1/diff?{query}")
+        assert (problem.status_code, problem.json["type"]) == (status, f"/problems/{slug}"), query
+
+
+def _cli(repo: LibraryRepo, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *args], cwd=repo.path, env=clean_environment(), capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_diff_command_against_branches_and_the_worktree(base_repo: LibraryRepo) -> None:
+    base_repo.write("chat/minimal.yml", MINIMAL.replace("helpful", "terse"))
+    text = _cli(base_repo, "diff", "main", "worktree")
+    assert text.returncode == 0, text.stderr
+    assert "changed: chat/minimal" in text.stdout and "  +You are terse." in text.stdout
+    as_json = json.loads(_cli(base_repo, "diff", "v1.0.0", "worktree", "--format", "json").stdout)
+    assert [c["name"] for c in as_json["changed"]] == ["minimal"]
+    for ref in ("nope", "HEAD~1", "--upload-pack=touch /tmp/x", "../../etc/passwd"):
+        missing = _cli(base_repo, "diff", "v1.0.0", ref)
+        assert missing.returncode in (1, 2) and "Traceback" not in missing.stderr, (ref, missing.stderr)
+
+
+def test_the_check_release_command(base_repo: LibraryRepo) -> None:
+    base_repo.remove("chat/minimal.yml")
+    too_small = _cli(base_repo, "check-release", "v1.1.0")
+    assert too_small.returncode == 1
+    assert "major  chat/minimal: the agent was removed" in too_small.stdout
+    assert "FAILED: v1.1.0 is a minor release, but the changes require a major release" in too_small.stdout
+    assert _cli(base_repo, "check-release", "v2.0.0").returncode == 0
+    assert _cli(base_repo, "check-release", "v0.9.0").returncode == 1  # not higher
+    assert _cli(base_repo, "check-release", "banana").returncode == 2
+    # A tag that exists already must keep its content.
+    retag = _cli(base_repo, "check-release", "v1.0.0")
+    assert retag.returncode == 1 and "tag v1.0.0 already exists with other content" in retag.stdout
+
+
+def test_required_bump() -> None:
+    assert required_bump("v1.2.3", "v2.0.0") == "major"
+    assert required_bump("v1.2.3", "1.3.0") == "minor"
+    assert required_bump("v1.2.3", "v1.2.4") == "patch"
+    assert required_bump("v1.2.3", "v1.2.3") == "none"
+    assert required_bump("v2.0.0-rc.1", "v2.0.0") == "patch"
