@@ -203,7 +203,7 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
         index = service.store.releases()
         if not index.releases:
             raise ReleaseNotFound("the repository has no release to compare with; tag the first one (any version)")
-        previous = service.resolve(against).release if against else index.releases[0]
+        previous = service.resolve(against).release if against else _previous_release(index, next_version)
         current, current_catalog = _open_ref(service, path, ref)
         diff = diff_catalogs(previous, service.catalog(previous), current, current_catalog)
         failures = _immutability_failures(service, index, next_version, current, current_catalog)
@@ -226,6 +226,18 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
 
 
 _ORDER_OF = {"none": 0, "patch": 1, "minor": 2, "major": 3}
+
+
+def _previous_release(index: ReleaseIndex, next_version: str) -> Release:
+    """The highest release below ``next_version`` (so that a tag pipeline,
+    where the new tag exists already, compares with the one before it), or
+    the highest release when none is below."""
+    planned = parse_version(next_version)
+    for release in index.releases:  # newest first
+        version = parse_version(release.tag)
+        if version is not None and planned is not None and version < planned:
+            return release
+    return index.releases[0]
 
 
 def _article(bump: str) -> str:

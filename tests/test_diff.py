@@ -204,3 +204,38 @@ def test_required_bump() -> None:
     assert required_bump("v1.2.3", "v1.2.4") == "patch"
     assert required_bump("v1.2.3", "v1.2.3") == "none"
     assert required_bump("v2.0.0-rc.1", "v2.0.0") == "patch"
+
+
+def test_check_release_in_a_tag_pipeline_compares_with_the_release_before(base_repo: LibraryRepo) -> None:
+    base_repo.release("v1.1.0", {"chat/other.yml": MINIMAL})  # the pipeline's tag exists already
+    assert _cli(base_repo, "check-release", "v1.1.0", "--ref", "v1.1.0").returncode == 0
+    base_repo.remove("chat/typed.yml")
+    base_repo.commit("remove typed")
+    base_repo.tag("v1.1.1")
+    gate = _cli(base_repo, "check-release", "v1.1.1", "--ref", "v1.1.1")
+    assert gate.returncode == 1 and "v1.1.0 -> v1.1.1" in gate.stdout
+
+
+def test_the_ci_templates_call_real_commands() -> None:
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    from registry.cli import _parser
+
+    root = Path(__file__).resolve().parent.parent
+    commands = []
+    for name in ("docs/ci/gitlab-ci.yml", "docs/ci/github-workflow.yml", ".pre-commit-hooks.yaml"):
+        text = (root / name).read_text()
+        yaml.safe_load(text)
+        for line in text.splitlines():
+            line = line.strip().removeprefix("- ").removeprefix("run: ").removeprefix("entry: ")
+            if line.startswith("prompt-registry "):
+                commands.append(line.split(" || ")[0].split(" | ")[0].split(" > ")[0].split(" >> ")[0])
+    assert len(commands) >= 10
+    for command in commands:
+        argv = [
+            a.replace('"$CI_COMMIT_TAG"', "v1.0.0") for a in shlex.split(command.replace("${{", "X").replace("}}", ""))
+        ]
+        _parser().parse_args(argv[1:])  # SystemExit on an unknown command or flag
