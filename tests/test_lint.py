@@ -10,8 +10,12 @@ from xml.etree import ElementTree
 
 import pytest
 
-from registry.lint import RULES, LintReport, lint
+from registry.errors import RenderError
+from registry.lint import RULES, LintReport, lint, open_worktree_catalog
 from registry.lintformat import as_codequality, as_json, as_junit, as_text
+from registry.loading import LoadedAgent
+from registry.rendering import RenderLimits
+from registry.safeyaml import YamlLimits
 from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
 from tests.servers import CLI, clean_environment
 
@@ -133,9 +137,14 @@ def test_hostile_libraries(tmp_path: Path) -> None:
     assert by_file["chat/escape.yml"] == {"missing-include"}
     assert by_file["chat/big.yml"] == {"file-size"}
     assert by_file["chat/ünï cødé.yml"] == {"name"} and by_file["chat/with space.yml"] == {"name"}
-    # Recursive includes compile (Jinja resolves them at render time), and
-    # rendering stops at the loop budget: lint reports nothing, rendering fails.
+    # Recursive includes compile (Jinja resolves them at render time); the
+    # render stops with a RenderError, never a crash.
     assert "chat/loop_a.yml" not in by_file
+    catalog = open_worktree_catalog(tmp_path / "library", AGENTS, YamlLimits())
+    loop = catalog.load("chat", "loop_a")
+    assert isinstance(loop, LoadedAgent)
+    with pytest.raises(RenderError, match="recursion too deep"):
+        loop.compiled.render({}, limits=RenderLimits())
     assert "notes.txt" not in by_file
 
 
