@@ -220,6 +220,23 @@ def _render_etag(digest: str, inputs: dict[str, Any]) -> str:
     return "render-" + hashlib.sha256(material).hexdigest()[:40]
 
 
+@bp.post("/v1/agents/<usecase>/<name>/parse")
+def parse_output(usecase: str, name: str) -> Response:
+    """The model's reply parsed by the agent's output parser: a tool call, a
+    final answer, or a parse error with an observation (all answered 200)."""
+    output = _parse_body()
+    answer = _service().get_agent(usecase, name, release=_release_parameter())
+    result = answer.agent.compiled.parser.parse(output)
+    body = {
+        "release": answer.resolution.as_dict(),
+        "usecase": answer.agent.usecase,
+        "name": answer.agent.name,
+        "digest": answer.agent.digest,
+        "result": result.as_dict(),
+    }
+    return _with_provenance(_json_bytes(encode_json(body) + b"\n"), answer.resolution)
+
+
 @bp.get("/v1/diff")
 def diff_releases() -> Response:
     """What changed between two releases: agents added, removed and changed,
@@ -255,7 +272,7 @@ def export_bundle() -> Response:
 @bp.route("/v1/agents/<malformed_agent_path:rest>", methods=["GET", "POST"])
 def malformed_agent_path(rest: str) -> Response:
     raise InvalidRequest(
-        "agent paths are /v1/agents/<usecase>/<name> and /v1/agents/<usecase>/<name>/render;"
+        "agent paths are /v1/agents/<usecase>/<name>, and .../render and .../parse under it;"
         " usecase and name may not contain '/'"
     )
 
@@ -358,24 +375,21 @@ def _preferred_wait() -> float:
     return 0.0
 
 
+def _parse_body() -> str:
+    body = _json_object_body('{"output": "..."}')
+    unknown = sorted(set(body) - {"output"})
+    if unknown:
+        raise InvalidRequest(f"unknown field {unknown[0][:80]!r} in the request body; expected only 'output'")
+    output = body.get("output")
+    if not isinstance(output, str):
+        raise InvalidRequest('the request body must be {"output": "<the model\'s reply>"} with a string')
+    return output
+
+
 def _render_inputs() -> Any:
-    data = _request_body()
-    if not data.strip():
+    if not _request_body_cached().strip():
         return {}
-    try:
-        body = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except RecursionError as exc:
-        raise InvalidRequest("the request body is nested too deeply") from exc
-    except ValueError as exc:
-        raise InvalidRequest(f"the request body is not valid JSON: {_first_line(exc)}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequest('the request body must be a JSON object such as {"inputs": {...}}')
-    try:
-        # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8
-        # response (or prompt) can carry.
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidRequest("the request body contains an unpaired surrogate (\\ud800-\\udfff escape)") from exc
+    body = _json_object_body('{"inputs": {...}}')
     unknown = sorted(set(body) - _RENDER_FIELDS)
     if unknown:
         raise InvalidRequest(f"unknown field {unknown[0][:80]!r} in the request body; expected only 'inputs'")
@@ -383,6 +397,34 @@ def _render_inputs() -> Any:
     if not isinstance(inputs, dict):
         raise InvalidRequest("inputs must be a JSON object of template variables")
     return inputs
+
+
+def _request_body_cached() -> bytes:
+    # Read once per request: the body stream cannot be read twice.
+    if "request_body" not in g:
+        g.request_body = _request_body()
+    body: bytes = g.request_body
+    return body
+
+
+def _json_object_body(shape: str) -> dict[str, Any]:
+    """The request body as a JSON object, refusing what a prompt cannot carry."""
+    data = _request_body_cached()
+    try:
+        body = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError as exc:
+        raise InvalidRequest("the request body is nested too deeply") from exc
+    except ValueError as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {_first_line(exc)}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"the request body must be a JSON object such as {shape}")
+    try:
+        # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8
+        # response (or prompt) can carry.
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest("the request body contains an unpaired surrogate (\\ud800-\\udfff escape)") from exc
+    return body
 
 
 def _refuse_constant(name: str) -> Any:

@@ -16,6 +16,7 @@ from registry.errors import ConfigurationError, InvalidRequest, ReleaseNotFound
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
 from registry.models import Release
+from registry.parsers import ParseError
 from registry.releases import WORKTREE_TAG, ReleaseIndex, parse_version
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.settings import Settings
@@ -137,6 +138,24 @@ def render_command(
     print(f"# {usecase}/{name} at {release_tag} ({answer.agent.digest[:19]})")
     sys.stdout.write(answer.prompt.as_text())
     return 0
+
+
+def parse_command(agent: str, settings: Settings, output_file: str, *, release: str | None) -> int:
+    from registry.app import build_service
+
+    usecase, name = split_agent(agent)
+    try:
+        output = sys.stdin.read() if output_file == "-" else Path(output_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read {output_file}: {exc}") from exc
+    service = build_service(settings)
+    try:
+        answer = service.get_agent(usecase, name, release=release)
+    finally:
+        service.close()
+    result = answer.agent.compiled.parser.parse(output)
+    print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+    return 1 if isinstance(result, ParseError) else 0
 
 
 # -- diff and check-release -------------------------------------------------------

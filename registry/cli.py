@@ -166,6 +166,18 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--repo", default=".", metavar="PATH", help="the library repository (default .)")
     check.add_argument("--root", help=f"agents root (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
 
+    parse = commands.add_parser(
+        "parse",
+        help="parse a model reply with an agent's output parser",
+        description="Print what the agent's output parser makes of a model reply: a tool call, a final"
+        " answer, or a parse error with the observation to send back (then exit 1). The same result as"
+        " POST .../parse and the client's agent.parse.",
+    )
+    parse.add_argument("agent", metavar="USECASE/NAME")
+    parse.add_argument("--output-file", required=True, metavar="FILE", help="the model's reply ('-' for stdin)")
+    _add_source_options(parse)
+    parse.add_argument("--release", help="version, range or channel (default: the working tree)")
+
     render = commands.add_parser(
         "render",
         help="print an agent's rendered messages",
@@ -376,6 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "new":
             return authoring.scaffold(args.agent, args.path, root=args.root)
+        if args.command == "parse":
+            return authoring.parse_command(args.agent, _render_settings(args), args.output_file, release=args.release)
         if args.command == "render":
             return authoring.render_command(
                 args.agent,

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from jsonschema.exceptions import ValidationError
 from registry.errors import InvalidDefinition, InvalidInputs
 from registry.inputschema import InputsSchema, SchemaProblem
 from registry.models import Issue, Message, Prompt, json_pointer, shorten
+from registry.parsers import OutputParser
 from registry.rendering import (
     RENDER_SEMANTICS,
     CompiledTemplate,
@@ -79,6 +80,11 @@ class CompiledAgent:
     variables: frozenset[str] = frozenset()
     """Every variable a template or a partial it reaches reads."""
 
+    @cached_property
+    def parser(self) -> OutputParser:
+        """The output parser the definition declares (``text`` by default)."""
+        return OutputParser.from_definition(self.definition)
+
     def render(self, inputs: Any, *, limits: RenderLimits) -> Prompt:
         """Validate ``inputs`` and render every role's template, in file order."""
         if not isinstance(inputs, dict):
@@ -95,6 +101,9 @@ class CompiledAgent:
             if issues:
                 raise InvalidInputs(f"{len(issues)} problem(s) with the inputs", issues)
             variables = {**self.inputs.defaults(), **variables}
+        tools = self.definition.get("tools")
+        if tools is not None and "tools" not in variables:
+            variables["tools"] = tools
         messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits)
         return Prompt(
             messages=messages,
@@ -146,9 +155,12 @@ def compile_definition(
             needed[role] = set(compiled.variables) | variables
     inputs_schema = None
     inputs = definition.get("inputs")
+    # Declared tools are supplied to the templates: `tools` need not be an input.
+    supplied = {"tools"} if isinstance(definition.get("tools"), list) else set()
     if isinstance(inputs, dict):
-        inputs_schema, inputs_issues = _inputs_schema(inputs, needed, locate)
+        inputs_schema, inputs_issues = _inputs_schema(inputs, needed, locate, supplied)
         issues.extend(inputs_issues)
+    issues.extend(_agent_type_issues(definition, locate))
     if issues:
         where = file or "definition"
         raise InvalidDefinition(f"{where} has {len(issues)} problem(s)", issues)
@@ -305,7 +317,7 @@ def _follow_includes(
 
 
 def _inputs_schema(
-    inputs: dict[str, Any], needed: dict[str, set[str]], locate: Locate
+    inputs: dict[str, Any], needed: dict[str, set[str]], locate: Locate, supplied: set[str]
 ) -> tuple[InputsSchema | None, list[Issue]]:
     try:
         schema = InputsSchema(inputs)
@@ -323,9 +335,71 @@ def _inputs_schema(
             rule="undeclared-variable",
         )
         for role, variables in needed.items()
-        for variable in sorted(variables - declared)
+        for variable in sorted(variables - declared - supplied)
     ]
     return schema, issues
+
+
+_PARSER_OPTIONS = {
+    "react_json": {"strip_code_fences", "allow_missing_keys"},
+    "json": {"output_schema"},
+}
+
+
+def _agent_type_issues(definition: dict[str, Any], locate: Locate) -> list[Issue]:
+    """The rules between type, tools, output_parser, rag and max_iterations
+    that a JSON Schema cannot say clearly."""
+    kind = definition.get("type", "vanilla")
+    tools = definition.get("tools")
+    parser = definition.get("output_parser")
+    parser_type = parser.get("type") if isinstance(parser, dict) else None
+    issues = []
+
+    def problem(message: str, path: JsonPath, hint: str | None = None) -> None:
+        issues.append(locate(message, path, key=True, hint=hint, rule="agent-type"))
+
+    if kind in ("react", "tool_calling") and not tools:
+        problem(f"a {kind} agent needs tools", ("type",), "list the tools under 'tools:'")
+    if kind == "react" and parser_type not in ("react_text", "react_json"):
+        problem("a react agent needs an output_parser of type react_text or react_json", ("type",))
+    if kind == "rag" and "rag" not in definition:
+        problem("a rag agent needs rag settings", ("type",), "add 'rag: {retriever: ...}'")
+    if "rag" in definition and kind != "rag":
+        problem("rag settings are only for type: rag", ("rag",))
+    if "max_iterations" in definition and kind not in ("react", "tool_calling"):
+        problem("max_iterations is only for type: react or tool_calling", ("max_iterations",))
+    if isinstance(parser, dict) and isinstance(parser_type, str):
+        for option in parser:
+            if option != "type" and option not in _PARSER_OPTIONS.get(parser_type, set()):
+                problem(f"option {option!r} does not apply to the {parser_type} parser", ("output_parser", option))
+        schema = parser.get("output_schema")
+        if parser_type == "json" and isinstance(schema, dict):
+            try:
+                InputsSchema(schema)
+            except SchemaProblem as exc:
+                problem(
+                    f"output_schema {shorten(exc.message, _MAX_MESSAGE)}", ("output_parser", "output_schema", *exc.path)
+                )
+    if isinstance(tools, list):
+        seen: set[str] = set()
+        for index, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                continue
+            name = tool.get("name")
+            if isinstance(name, str):
+                if name in seen:
+                    problem(f"tool {name!r} is listed twice", ("tools", index, "name"))
+                seen.add(name)
+            parameters = tool.get("parameters")
+            if isinstance(parameters, dict):
+                try:
+                    InputsSchema(parameters)
+                except SchemaProblem as exc:
+                    problem(
+                        f"tool parameters {shorten(exc.message, _MAX_MESSAGE)}",
+                        ("tools", index, "parameters", *exc.path),
+                    )
+    return issues
 
 
 def _json_type(value: Any) -> str:

@@ -13,16 +13,19 @@ column when known, and a one-line hint.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, ReleaseCatalog
-from registry.models import Issue, json_pointer
+from registry.models import Issue, json_pointer, shorten
+from registry.parsers import OutputParser, ParseError
 from registry.safeyaml import JsonPath, YamlDocument, YamlLimits, parse_yaml
 from registry.worktree import WorktreeStore
 
@@ -87,6 +90,24 @@ RULES: dict[str, Rule] = {
             "include it from a definition, or delete it",
         ),
         Rule("file-size", "error", "the file is larger than the registry serves", "split it into partials"),
+        Rule(
+            "agent-type",
+            "error",
+            "type, tools, output_parser, rag and max_iterations do not fit together",
+            "see 'Agent types' in docs/definition-format.md",
+        ),
+        Rule(
+            "react-example",
+            "error",
+            "a JSON example of the reply format in a template that the agent's own parser rejects",
+            "make the example a reply the react_json parser accepts",
+        ),
+        Rule(
+            "unknown-tool",
+            "error",
+            "a template names a tool the definition does not declare",
+            "declare the tool under 'tools:', or fix its name",
+        ),
         Rule("internal", "error", "the file could not be checked", "report this as a bug in prompt-registry"),
     )
 }
@@ -296,7 +317,7 @@ def _check(catalog: ReleaseCatalog, usecase: str, name: str) -> _Outcome:
     loaded = catalog.load(usecase, name)
     if isinstance(loaded, InvalidDefinition):
         return _Outcome([Finding.from_issue(issue, file) for issue in loaded.errors])
-    warnings = list(_warnings(loaded, file))
+    warnings = list(_warnings(loaded, file)) + list(_tool_findings(loaded, file))
     if warnings:
         # Positions only when there is something to point at: parsing again costs.
         document = parse_yaml(catalog.definition_source(usecase, name), limits=catalog.yaml_limits)
@@ -337,6 +358,52 @@ def _warnings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
             "a template computes an include name at render time",
             at=("prompt_templates",),
         )
+
+
+_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*[`'\"*]*([A-Za-z_][A-Za-z0-9_]*)[`'\"*]*[ \t]*$", re.MULTILINE)
+_REPLY_KEYS = {"thought", "action", "answer"}
+
+
+def _tool_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
+    """Tools the templates name must exist; for react_json agents, every JSON
+    example of the reply format must be one the agent's parser accepts."""
+    declared = loaded.definition.get("tools")
+    texts = [*loaded.definition.get("prompt_templates", {}).items(), *loaded.partials.items()]
+    if isinstance(declared, list):
+        names = {tool.get("name") for tool in declared if isinstance(tool, dict)}
+        for where, text in texts:
+            for match in _ACTION_LINE.finditer(text):
+                if match.group(1) not in names:
+                    yield _finding("unknown-tool", file, f"{where}: 'Action: {match.group(1)}' names no declared tool")
+    spec = loaded.definition.get("output_parser")
+    if isinstance(spec, dict) and spec.get("type") == "react_json":
+        parser = OutputParser.from_definition(loaded.definition)
+        for where, text in texts:
+            for example in _json_objects(text):
+                if _REPLY_KEYS & set(example):
+                    result = parser.parse(json.dumps(example))
+                    if isinstance(result, ParseError):
+                        yield _finding(
+                            "react-example",
+                            file,
+                            f"{where}: the example {shorten(json.dumps(example), 80)} is rejected by the parser"
+                            f" ({result.reason}: {shorten(result.observation, 120)})",
+                        )
+
+
+def _json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every JSON object literally in ``text`` (Jinja's {{ }} and {% %} are not JSON)."""
+    decoder = json.JSONDecoder()
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            yield value
+        position = text.find("{", end)
 
 
 def _finding(

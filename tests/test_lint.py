@@ -62,6 +62,30 @@ FAILING: dict[str, dict[str, str | bytes]] = {
     },
     "dynamic-include": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/' ~ which %}\"\n"},
     "unused-partial": {"_partials/orphan.jinja": "nobody includes me"},
+    "agent-type": {"chat/bad.yml": MINIMAL + "type: react\n"},
+    "react-example": {
+        "chat/bad.yml": """\
+name: x
+type: react
+tools: [{name: search, description: Search., parameters: {type: object, properties: {q: {type: string}}}}]
+output_parser: {type: react_json}
+prompt_templates:
+  system: 'Reply like {"thought": "t", "action": {"tool_name": "search", "tool_params": []}, "answer": "both"}'
+"""
+    },
+    "unknown-tool": {
+        "chat/bad.yml": """\
+name: x
+type: react
+tools: [{name: search, description: Search., parameters: {type: object}}]
+output_parser: {type: react_text}
+prompt_templates:
+  system: |
+    Example:
+    Action: serch
+    Action Input: {"q": "x"}
+"""
+    },
     "file-size": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: |\n" + "    padding\n" * 40_000},
 }
 

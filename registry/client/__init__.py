@@ -31,18 +31,22 @@ from registry.errors import (
     Unauthorized,
 )
 from registry.models import Message, Prompt, Release, Resolution
+from registry.parsers import FinalAnswer, ParseError, ParseResult, ToolCall
 
 __all__ = [
     "Agent",
     "AgentNotFound",
     "AsyncRegistryClient",
     "Bundle",
+    "FinalAnswer",
     "InvalidBundle",
     "InvalidDefinition",
     "InvalidInputs",
     "InvalidRequest",
     "Message",
     "NotFound",
+    "ParseError",
+    "ParseResult",
     "Prompt",
     "RegistryClient",
     "RegistryError",
@@ -54,5 +58,6 @@ __all__ = [
     "RenderError",
     "RetryPolicy",
     "Source",
+    "ToolCall",
     "Unauthorized",
 ]

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from registry.definition import CompiledAgent, compile_definition
 from registry.errors import InvalidRequest
 from registry.models import Prompt, Resolution
+from registry.parsers import ParseResult
 from registry.rendering import RenderLimits, TemplateEnvironment
 
 Source = Literal["server", "cache", "bundle"]
@@ -81,6 +82,12 @@ class Agent:
         """
         merged = {**(inputs or {}), **variables}
         return self.compiled.render(as_request_json(merged), limits=RenderLimits())
+
+    def parse(self, output: str) -> ParseResult:
+        """The model's reply to this agent as a ``ToolCall``, a ``FinalAnswer``
+        or a ``ParseError`` (with an observation to send back), exactly as
+        ``POST .../parse`` gives it."""
+        return self.compiled.parser.parse(output)
 
     @property
     def compiled(self) -> CompiledAgent:
