@@ -43,3 +43,17 @@ def test_design_example_renders_exactly_as_plain_jinja_would() -> None:
     assert prompt.messages[1].content == "{agent_scratchpad}\nThought:"
     assert prompt.messages[2].content == "Question: {question}"
     assert "<name>issue_reader</name>" in prompt.messages[0].content
+
+
+def test_every_bundled_file_reads_the_same_without_libyaml() -> None:
+    # libyaml accepts a few things PyYAML's pure-Python parser refuses (a '?'
+    # inside an unquoted flow-mapping value); the library must load wherever
+    # it is copied, with or without the C extension.
+    from pathlib import Path
+
+    files = sorted(Path(BUNDLED_LIBRARY).rglob("*.yml"))
+    assert len(files) >= 15
+    with_libyaml = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=yaml.SafeLoader) == yaml.load(text, Loader=with_libyaml), path
