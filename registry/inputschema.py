@@ -13,6 +13,19 @@ The schema is untrusted, so jsonschema's defaults are not safe for it:
   backreferences or lookaround: such patterns are refused at load);
 - validating deeply nested inputs against a recursive schema recurses; that is
   reported as an input problem, not a crash.
+
+Most renders send valid inputs, and jsonschema's interpreter costs tens to
+hundreds of microseconds per render. So each schema is also compiled by
+jsonschema-rs (Rust, one to two orders of magnitude faster), which only ever
+*accepts* inputs: whatever it does not accept is checked again by jsonschema,
+which alone decides what is wrong and words every error. The two must agree
+on what is valid, so jsonschema-rs never sees what it would judge
+differently: a pattern runs natively only when Rust's regex engine reads it
+as RE2 does (no ``\\s``, ``\\b``, flags or POSIX classes), and otherwise
+through RE2 from a callback; schemas with ``patternProperties``,
+``multipleOf`` (float division differs), references (a recursive schema would
+recurse in native code as deep as the inputs nest) or the ``unevaluated*``
+keywords stay with jsonschema alone.
 """
 
 from __future__ import annotations
@@ -21,8 +34,9 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
+import jsonschema_rs
 import re2
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
@@ -90,6 +104,99 @@ _InputsValidator = validators.extend(
 )
 
 
+# Keywords whose presence keeps a schema off the native fast path (see above).
+# A property *named* like one of them also does: that costs speed, never
+# correctness.
+_INTERPRETED_ONLY = frozenset(
+    {
+        "patternProperties",
+        "multipleOf",
+        "$ref",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
+# Allowed at the top level only, where jsonschema ignores them (the dialect
+# is always 2020-12 and no reference is resolved on the fast path).
+_TOP_LEVEL_ONLY = ("$schema", "$id", "$vocabulary")
+
+
+def _native_validator(schema: dict[str, Any]) -> Any | None:
+    """jsonschema-rs's validator for ``schema``, when it judges inputs as jsonschema does."""
+    walked = list(_walk(schema, ()))
+    if any(keyword in _INTERPRETED_ONLY for _, keyword, _ in walked):
+        return None
+    patterns = [value for _, keyword, value in walked if keyword == "pattern" and isinstance(value, str)]
+    compiled = {key: value for key, value in schema.items() if key not in _TOP_LEVEL_ONLY}
+    try:
+        return jsonschema_rs.Draft202012Validator(
+            compiled,
+            validate_formats=False,
+            pattern_options=jsonschema_rs.RegexOptions(),  # linear time, like RE2
+            keywords=None if all(map(_read_alike, patterns)) else {"pattern": _RE2Pattern},
+        )
+    except Exception:  # noqa: BLE001 - any refusal just means no fast path; jsonschema checked the schema
+        return None
+
+
+# Escapes that mean the same to RE2 and to jsonschema-rs (which reads patterns
+# as ECMA-262 does, then runs them on Rust's regex): the ASCII digit and word
+# classes, and escaped punctuation or control characters.
+_ALIKE_ESCAPES = frozenset("dDwWntr.^$|?*+()[]{}\\/-")
+
+
+def _read_alike(pattern: str) -> bool:
+    """Whether Rust's regex reads ``pattern`` exactly as RE2 does.
+
+    Conservative: any construct not known to be read alike (``\\s``, ``\\b``,
+    flags, named groups, POSIX classes, ``[]``, a brace that is not a counted
+    repetition) sends the pattern through RE2 instead.
+    """
+    index, end = 0, len(pattern)
+    while index < end:
+        char = pattern[index]
+        if char == "\\":
+            if index + 1 == end or pattern[index + 1] not in _ALIKE_ESCAPES:
+                return False
+            index += 2
+            continue
+        if char == "(" and pattern.startswith("?", index + 1) and not pattern.startswith("?:", index + 1):
+            return False
+        if char == "[":
+            index += 2 if pattern.startswith("^", index + 1) else 1
+            if pattern.startswith("]", index) or "[:" in pattern:
+                return False
+            continue
+        if char == "{" and _COUNTED.match(pattern, index) is None:
+            return False
+        index += 1
+    return True
+
+
+_COUNTED = re2.compile(r"\{[0-9]+(,[0-9]*)?\}")
+
+
+class _RE2Pattern:
+    """``pattern`` for jsonschema-rs, matched by RE2 as jsonschema's is here."""
+
+    def __init__(self, parent_schema: Any, value: str, schema_path: Any) -> None:
+        self._regex = _compiled(value)
+
+    def validate(self, instance: Any) -> None:
+        if isinstance(instance, str) and self._regex.search(instance) is None:
+            raise ValueError("does not match the pattern")
+
+
+# Checking a schema, jsonschema compiles its patterns with Python's ``re``,
+# which refuses RE2 syntax (``\\pL``) and warns on some (``[[:alpha:]]``).
+# RE2 is the engine here: ``_check_pattern`` checks patterns with it.
+_SCHEMA_FORMATS = FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
+
+
 class SchemaProblem(Exception):
     """The ``inputs`` schema cannot be used. ``message`` completes "inputs ...";
     ``path`` is inside the schema."""
@@ -106,7 +213,7 @@ class InputsSchema:
     def __init__(self, schema: dict[str, Any]) -> None:
         """Raise ``SchemaProblem`` unless the schema is valid and safe to run."""
         try:
-            Draft202012Validator.check_schema(schema)
+            Draft202012Validator.check_schema(schema, format_checker=_SCHEMA_FORMATS)
         except SchemaError as exc:
             raise SchemaProblem(f"is not a valid JSON Schema: {exc.message}", tuple(exc.absolute_path)) from exc
         resource = Resource(contents=schema, specification=DRAFT202012)
@@ -132,14 +239,18 @@ class InputsSchema:
                     _check_pattern(pattern, path + (pattern,))
         self.schema = schema
         self._validator = _InputsValidator(schema, registry=registry)
+        self._native = _native_validator(schema)
+        properties = schema.get("properties", {})
+        self._defaults = {k: s["default"] for k, s in properties.items() if isinstance(s, dict) and "default" in s}
 
-    def defaults(self) -> dict[str, Any]:
-        """Top-level ``default`` values, applied for inputs that are not given."""
-        properties = self.schema.get("properties", {})
-        return {k: s["default"] for k, s in properties.items() if isinstance(s, dict) and "default" in s}
+    def with_defaults(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """A new dict: ``inputs`` over the top-level ``default`` values of the schema."""
+        return {**self._defaults, **inputs}
 
     def issues(self, instance: Any) -> list[Issue]:
         """Every way ``instance`` fails the schema, each at its JSON path."""
+        if self._native is not None and self._native_accepts(instance):
+            return []
         try:
             errors = list(self._validator.iter_errors(instance))
         except RecursionError:
@@ -147,6 +258,17 @@ class InputsSchema:
         except Unresolvable:  # every reference was resolved at load; kept as a last line
             return [Issue(message="the inputs schema has a reference that does not resolve")]
         return [issue for error in errors for issue in _issues_of(error)]
+
+    @property
+    def has_fast_path(self) -> bool:
+        """Whether valid inputs are accepted by the compiled (jsonschema-rs) validator."""
+        return self._native is not None
+
+    def _native_accepts(self, instance: Any) -> bool:
+        try:
+            return bool(self._native.is_valid(instance))
+        except Exception:  # noqa: BLE001 - a value Rust cannot take (say, an int past 64 bits): ask jsonschema
+            return False
 
 
 def _check_pattern(pattern: str, path: tuple[str | int, ...]) -> None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
+import re2
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
-from registry.inputschema import InputsSchema, SchemaProblem
+from registry.inputschema import InputsSchema, SchemaProblem, _read_alike
 
 
 def _schema(**properties: Any) -> dict[str, Any]:
@@ -16,7 +23,8 @@ def _schema(**properties: Any) -> dict[str, Any]:
 def test_valid_inputs_have_no_issues_and_defaults_are_offered() -> None:
     schema = InputsSchema({**_schema(q={"type": "string"}, n={"type": "integer", "default": 3}), "required": ["q"]})
     assert schema.issues({"q": "x"}) == []
-    assert schema.defaults() == {"n": 3}
+    assert schema.with_defaults({"q": "x"}) == {"n": 3, "q": "x"}
+    assert schema.with_defaults({"q": "x", "n": 5}) == {"n": 5, "q": "x"}
 
 
 def test_every_issue_is_reported_with_its_path() -> None:
@@ -92,3 +100,190 @@ def test_an_invalid_json_schema_is_refused_with_its_path() -> None:
     with pytest.raises(SchemaProblem) as caught:
         InputsSchema(_schema(x={"type": 5}))
     assert caught.value.path[:2] == ("properties", "x")
+
+
+# The fast path (jsonschema-rs) only ever accepts; it must never accept what
+# jsonschema, the reference, refuses. Schemas covering every keyword it runs.
+_FAST_PATH_SCHEMAS: list[dict[str, Any]] = [
+    {
+        **_schema(
+            s={"type": "string", "minLength": 2, "maxLength": 5},
+            e={"enum": ["a", 1, None, [1], {"k": 1}]},
+            c={"const": 1},
+            n={"type": "number", "minimum": -1.5, "exclusiveMaximum": 10},
+            i={"type": "integer", "exclusiveMinimum": 0, "maximum": 2**70},
+            b={"type": "boolean"},
+            z={"type": "null"},
+            f={"type": "string", "format": "email"},
+        ),
+        "required": ["s"],
+        "additionalProperties": False,
+    },
+    {
+        **_schema(
+            a={"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3, "uniqueItems": True},
+            p={"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": False},
+            h={"type": "array", "contains": {"type": "string"}, "minContains": 2, "maxContains": 3},
+            o={"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1, "maxProperties": 2},
+            k={"type": "object", "propertyNames": {"maxLength": 1, "enum": ["a", "b", "c"]}},
+        ),
+        "dependentRequired": {"a": ["p"]},
+        "dependentSchemas": {"h": {"required": ["o"]}},
+    },
+    {
+        **_schema(
+            x={"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 3}]},
+            y={"oneOf": [{"type": "number"}, {"type": "integer"}]},
+            w={"allOf": [{"type": ["string", "null"]}, {"not": {"const": ""}}]},
+            v={"if": {"type": "string"}, "then": {"minLength": 3}, "else": {"type": "array"}},
+        ),
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "urn:inputs",
+    },
+]
+_KEYS = st.sampled_from(list("sencibzfaphokxywv") + ["extra"])
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0, 1, 1.0, 3, 10, 2**70, 2**70 + 1, -1.5, "", "a", "ab", "abcdef", "日本語", "🙂🙂"])
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(_KEYS | st.text(max_size=3), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.mark.parametrize("raw", _FAST_PATH_SCHEMAS, ids=["scalars", "containers", "combinators"])
+def test_the_fast_path_accepts_exactly_what_jsonschema_accepts(raw: dict[str, Any]) -> None:
+    schema = InputsSchema(raw)
+    assert schema.has_fast_path
+    reference = Draft202012Validator(raw)
+
+    @given(st.dictionaries(_KEYS, _JSON, max_size=6))
+    @settings(max_examples=400, deadline=None)
+    def agrees(instance: dict[str, Any]) -> None:
+        assert (schema.issues(instance) == []) == reference.is_valid(instance), instance
+
+    agrees()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"patternProperties": {"^x": {"type": "string"}}},
+        _schema(x={"type": "number", "multipleOf": 0.01}),
+        {**_schema(x={"$ref": "#/$defs/t"}), "$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}}},
+        {"unevaluatedProperties": False},
+    ],
+    ids=["patternProperties", "multipleOf", "recursive-ref", "unevaluated"],
+)
+def test_schemas_the_fast_path_would_judge_differently_are_left_to_jsonschema(raw: dict[str, Any]) -> None:
+    assert not InputsSchema(raw).has_fast_path
+
+
+# Patterns Rust's regex reads as RE2 does run natively; the others through RE2.
+# Either way the verdict is RE2's, on strings chosen where engines differ.
+_PATTERNS = [
+    "^[a-z][a-z0-9_]*$",
+    "^\\d{2,4}-\\w+$",
+    "^a.b$",
+    "^(?:ab|c)+?$",
+    "^[^\\d]*$",
+    "^é+\\.$",
+    "^\\s*x$",  # ECMA's \s takes U+00A0 and U+2028, RE2's does not
+    "\\bword\\b",
+    "^[[:alpha:]]+$",
+    "(?i)^k$",  # Unicode case folding takes the Kelvin sign
+    "^\\pL+$",
+]
+_TRICKY_TEXT = st.text(alphabet=list("ab cxk-_.Kwordé\n\r\t\u00a0\u2028٣1234") + ["K", "[", ":", "é"], max_size=8)
+
+
+@pytest.mark.parametrize("pattern", _PATTERNS)
+def test_patterns_are_judged_as_re2_judges_them(pattern: str) -> None:
+    schema = InputsSchema(_schema(x={"type": "string", "pattern": pattern}))
+    assert schema.has_fast_path
+
+    @given(_TRICKY_TEXT)
+    @settings(max_examples=300, deadline=None)
+    def agrees(text: str) -> None:
+        assert (schema.issues({"x": text}) == []) == (re2.search(pattern, text) is not None), text
+
+    agrees()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "alike"),
+    [
+        ("^[a-z][a-z0-9_]*$", True),
+        ("^\\d{2,4}-\\w+\\.$", True),
+        ("^(?:a|b)$", True),
+        ("^a.b$", True),
+        ("^\\s+$", False),
+        ("\\bx", False),
+        ("(?i)x", False),
+        ("(?P<n>x)", False),
+        ("^[[:alpha:]]$", False),
+        ("[]a]", False),
+        ("[^]a]", False),
+        ("a{,3}", False),
+        ("\\pL", False),
+        ("x\\", False),
+    ],
+)
+def test_which_patterns_run_natively(pattern: str, alike: bool) -> None:
+    assert _read_alike(pattern) is alike
+
+
+def test_re2_decides_patterns_even_for_unicode_digits() -> None:
+    schema = InputsSchema(_schema(x={"type": "string", "pattern": "^\\d+$"}))
+    assert schema.issues({"x": "123"}) == []
+    assert schema.issues({"x": "١٢٣"})[0].path == "/x"  # Arabic-Indic digits: Unicode's \d, not RE2's
+
+
+def test_values_the_fast_path_cannot_take_fall_back_to_jsonschema() -> None:
+    schema = InputsSchema(_schema(x={"type": "integer", "maximum": 5}, s={"type": "string"}))
+    assert schema.has_fast_path
+    assert schema.issues({"x": 10**400})[0].path == "/x"
+    assert schema.issues({"x": -(10**400)}) == []
+    assert schema.issues({"s": "\ud800"}) == []  # a lone surrogate is still a string; the request layer refuses it
+
+
+def test_every_bundled_inputs_schema_takes_the_fast_path() -> None:
+    from registry.settings import BUNDLED_LIBRARY
+
+    schemas = [
+        yaml.safe_load(path.read_text())["inputs"]
+        for path in Path(BUNDLED_LIBRARY, "ai_gateway", "agents").glob("*/*.yml")
+        if "inputs:" in path.read_text()
+    ]
+    assert len(schemas) >= 10
+    assert all(InputsSchema(raw).has_fast_path for raw in schemas)
+
+
+@pytest.mark.parametrize(("pattern", "good", "bad"), [("^\\pL+$", "héllo", "h3llo"), ("^[[:digit:]]+$", "42", "4x")])
+def test_re2_syntax_python_re_lacks_is_accepted(pattern: str, good: str, bad: str) -> None:
+    schema = InputsSchema(_schema(x={"type": "string", "pattern": pattern}))
+    assert schema.issues({"x": good}) == []
+    assert schema.issues({"x": bad})[0].path == "/x"
+
+
+def test_one_schema_is_shared_by_threads() -> None:
+    # gunicorn's threads and a gateway's threads share each compiled agent.
+    schema = InputsSchema(_schema(x={"type": "string", "pattern": "^\\s*a$"}, y={"type": "integer"}))
+    failures: list[str] = []
+
+    def validate() -> None:
+        for _ in range(500):
+            if schema.issues({"x": " a", "y": 1}) or not schema.issues({"x": "b", "y": "1"}):
+                failures.append("wrong verdict")
+
+    threads = [threading.Thread(target=validate) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
