@@ -92,15 +92,17 @@ class CompiledAgent:
                 "inputs must be a JSON object",
                 [Issue(message=f"expected an object, got {_json_type(inputs)}")],
             )
-        variables = dict(inputs)
-        if self.inputs is not None:
-            found: dict[tuple[str, str], Issue] = {}
-            for issue in self.inputs.issues(inputs):
-                found.setdefault((issue.path, issue.message), issue)
-            issues = sorted(found.values(), key=lambda i: i.path)
+        if self.inputs is None:
+            variables = dict(inputs)
+        else:
+            issues = self.inputs.issues(inputs)
             if issues:
+                unique: dict[tuple[str, str], Issue] = {}
+                for issue in issues:
+                    unique.setdefault((issue.path, issue.message), issue)
+                issues = sorted(unique.values(), key=lambda i: i.path)
                 raise InvalidInputs(f"{len(issues)} problem(s) with the inputs", issues)
-            variables = {**self.inputs.defaults(), **variables}
+            variables = self.inputs.with_defaults(inputs)
         tools = self.definition.get("tools")
         if tools is not None and "tools" not in variables:
             variables["tools"] = tools

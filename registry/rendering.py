@@ -87,25 +87,39 @@ class RenderLimits:
 
 
 class _Budget:
-    __slots__ = ("limits", "iterations", "chars", "deadline")
+    __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars", "steps_to_clock")
+
+    # Counting steps (an iteration, a printed value) read the clock every this
+    # many steps: reading it at every step was a third of a render's time.
+    # Operations that may be slow (filters, calls) read it before they run.
+    STEPS_PER_CLOCK_READ = 16
 
     def __init__(self, limits: RenderLimits) -> None:
         self.limits = limits
         self.iterations = 0
         self.chars = 0
         self.deadline = time.monotonic() + limits.max_seconds
+        self.max_iterations = limits.max_iterations
+        self.max_chars = limits.max_work_chars
+        self.steps_to_clock = self.STEPS_PER_CLOCK_READ
 
     def spend_iteration(self) -> None:
         self.iterations += 1
-        if self.iterations > self.limits.max_iterations:
-            raise SecurityError(f"rendering took more than {self.limits.max_iterations} loop iterations and calls")
-        self.check_time()
+        if self.iterations > self.max_iterations:
+            raise SecurityError(f"rendering took more than {self.max_iterations} loop iterations and calls")
+        self._step()
 
     def spend_chars(self, count: int) -> None:
         self.chars += count
-        if self.chars > self.limits.max_work_chars:
-            raise SecurityError(f"rendering produced more than {self.limits.max_work_chars} characters")
-        self.check_time()
+        if self.chars > self.max_chars:
+            raise SecurityError(f"rendering produced more than {self.max_chars} characters")
+        self._step()
+
+    def _step(self) -> None:
+        self.steps_to_clock -= 1
+        if not self.steps_to_clock:
+            self.steps_to_clock = self.STEPS_PER_CLOCK_READ
+            self.check_time()
 
     def check_time(self) -> None:
         # Counting bounds how much a template does, not how slowly: a loop of
@@ -170,17 +184,13 @@ class _GuardTransformer(NodeTransformer):
 
     def visit_Output(self, node: nodes.Output) -> nodes.Node:
         self.generic_visit(node)
-        static = 0
-        children: list[nodes.Expr] = []
-        for child in node.nodes:
-            if isinstance(child, nodes.TemplateData):
-                static += len(child.data)
-                children.append(child)
-            else:
-                children.append(_guard_filter(_OUTPUT_FILTER, child))
-        if static:
-            children.insert(0, _guard_filter(_STATIC_FILTER, nodes.Const(static, lineno=node.lineno)))
-        node.nodes = children
+        if all(isinstance(child, nodes.TemplateData) for child in node.nodes):
+            static = sum(len(child.data) for child in node.nodes)
+            node.nodes = [_guard_filter(_STATIC_FILTER, nodes.Const(static, lineno=node.lineno)), *node.nodes]
+        else:
+            # One guarded call prints and counts the whole node (text and
+            # values): a call per value was most of the guards' cost.
+            node.nodes = [_guard_filter(_OUTPUT_FILTER, nodes.List(node.nodes, lineno=node.lineno))]
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
@@ -211,11 +221,16 @@ def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
 
 
 @pass_context
-def _measure_output(context: Any, value: Any) -> str:
+def _measure_output(context: Any, parts: list[Any]) -> str:
+    """An output node's text and printed values, as one counted string."""
     budget = _active_budget()
-    if not isinstance(value, str):
-        _check_chars(_approx_size(value, budget.limits.max_value_chars), budget.limits, "printing a value")
-    text = str(value)
+    texts = []
+    for part in parts:
+        if type(part) is not str:
+            _check_chars(_approx_size(part, budget.limits.max_value_chars), budget.limits, "printing a value")
+            part = str(part)
+        texts.append(part)
+    text = "".join(texts)
     budget.spend_chars(len(text))
     return text
 
@@ -414,6 +429,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         budget = _active_budget()
         budget.spend_iteration()
+        budget.check_time()
         limits = budget.limits
         # The sandbox hands out str.format wrapped; look through the wrapper.
         target = getattr(__obj, "__wrapped__", __obj)
@@ -559,7 +575,7 @@ def render_messages(
         for role, compiled in templates:
             content = _render_one(role, compiled, variables)
             try:
-                total += len(content.encode("utf-8"))
+                total += len(content) if content.isascii() else len(content.encode("utf-8"))
             except UnicodeEncodeError as exc:
                 raise RenderError(
                     f"{role} template: the output contains a character that is not valid Unicode"

@@ -622,11 +622,29 @@ def test_templates_nested_too_deeply_are_invalid_definitions_not_500s(repo: Libr
 
 
 def test_unpaired_surrogates_in_the_body_are_invalid_requests(client: FlaskClient) -> None:
-    for body in ('{"inputs": {"question": "\\ud800"}}', '{"inputs": {"question": "x", "\\udfff": 1}}'):
+    bodies: list[bytes] = [
+        b'{"inputs": {"question": "\\ud800"}}',
+        b'{"inputs": {"question": "x", "\\uDFFF": 1}}',
+        b'{"inputs": {"question": "\xed\xa0\x80"}}',  # a surrogate's raw UTF-8 bytes, which json reads through
+        '{"inputs": {"question": "\ud800"}}'.encode("utf-16-le", "surrogatepass"),
+        '\ufeff{"inputs": {"question": "\udbff"}}'.encode("utf-16", "surrogatepass"),
+    ]
+    for body in bodies:
         response = client.post(
             "/v1/agents/chat/with_rules/render?release=v1.1.0", data=body, content_type="application/json"
         )
         _problem(response, 400, "invalid-request")
+
+
+def test_text_that_only_looks_like_a_surrogate_escape_is_fine(client: FlaskClient) -> None:
+    for body, question in [
+        (b'{"inputs": {"question": "C:\\\\ud800", "rules": []}}', "C:\\ud800"),  # an escaped backslash, "ud800"
+        ('{"inputs": {"question": "caf\u00e9 \U0001f600", "rules": []}}'.encode(), "café 😀"),
+        ('{"inputs": {"question": "wide", "rules": []}}'.encode("utf-16"), "wide"),
+    ]:
+        response = client.post("/v1/agents/chat/with_rules/render?release=v1.1.0", data=body)
+        assert response.status_code == 200, response.get_json()
+        assert question in response.get_json()["messages"][-1]["content"]
 
 
 def test_a_template_that_makes_an_unpaired_surrogate_is_a_render_error(repo: LibraryRepo) -> None:

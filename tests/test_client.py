@@ -12,12 +12,15 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from flask import Flask
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from registry.bundle import Bundle
 from registry.client import (
@@ -33,6 +36,7 @@ from registry.client import (
     RenderError,
     RetryPolicy,
 )
+from registry.client.agent import as_request_json
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app
 from tests.redis_server import free_port
@@ -242,6 +246,46 @@ def test_local_render_errors_and_json_round_trip(transport: RecordingTransport) 
         agent.render(question=object())
     # A tuple travels as a JSON array, locally as on the wire.
     assert agent.render(question=("a", 1)) == client.render("chat", "minimal", {"question": ["a", 1]})
+
+
+_JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=6)
+    | st.sampled_from(["\ud800", "a\udfff", "日本", IntEnum("Level", "LOW HIGH").HIGH]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=3) | st.integers(-3, 3) | st.sampled_from(["\udc00"]), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), _JSONISH, max_size=4))
+@settings(max_examples=500, deadline=None)
+def test_inputs_are_taken_as_a_json_round_trip_would_give_them(inputs: dict[str, Any]) -> None:
+    try:
+        expected = json.loads(json.dumps(inputs, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except ValueError:  # NaN, infinity, a lone surrogate
+        with pytest.raises(InvalidRequest):
+            as_request_json(inputs)
+        return
+    taken = as_request_json(inputs)
+    assert taken == expected
+    assert json.dumps(taken) == json.dumps(expected)  # same types too: 1 and 1.0, True and 1
+
+
+def test_inputs_json_cannot_carry_are_refused_however_large_or_cyclic() -> None:
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    with pytest.raises(InvalidRequest):
+        as_request_json({"x": cyclic})
+    with pytest.raises(InvalidRequest):
+        as_request_json({"x": list(range(1000)) + ["\ud800"]})  # past what is checked by walking
+    assert as_request_json({"x": [[i] for i in range(1000)]}) == {"x": [[i] for i in range(1000)]}
 
 
 # -- faults -----------------------------------------------------------------------
