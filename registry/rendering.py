@@ -64,6 +64,7 @@ _LOOP_FILTER = "__registry_loop"
 _OUTPUT_FILTER = "__registry_output"
 _STATIC_FILTER = "__registry_static"
 _CONCAT_FILTER = "__registry_concat"
+_PARTS_PER_COUNT = 8
 
 
 @dataclass(frozen=True)
@@ -188,9 +189,14 @@ class _GuardTransformer(NodeTransformer):
             static = sum(len(child.data) for child in node.nodes)
             node.nodes = [_guard_filter(_STATIC_FILTER, nodes.Const(static, lineno=node.lineno)), *node.nodes]
         else:
-            # One guarded call prints and counts the whole node (text and
-            # values): a call per value was most of the guards' cost.
-            node.nodes = [_guard_filter(_OUTPUT_FILTER, nodes.List(node.nodes, lineno=node.lineno))]
+            # One guarded call prints and counts several parts of the node
+            # (text and values): a call per value was most of the guards'
+            # cost. A group's values all exist before it is counted, so
+            # groups stay small: each value is bounded, and so is a group.
+            node.nodes = [
+                _guard_filter(_OUTPUT_FILTER, nodes.List(node.nodes[i : i + _PARTS_PER_COUNT], lineno=node.lineno))
+                for i in range(0, len(node.nodes), _PARTS_PER_COUNT)
+            ]
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
@@ -224,15 +230,19 @@ def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
 def _measure_output(context: Any, parts: list[Any]) -> str:
     """An output node's text and printed values, as one counted string."""
     budget = _active_budget()
+    room = budget.max_chars - budget.chars
     texts = []
+    size = 0
     for part in parts:
         if type(part) is not str:
             _check_chars(_approx_size(part, budget.limits.max_value_chars), budget.limits, "printing a value")
             part = str(part)
+        size += len(part)
+        if size > room:  # refuse before joining, not after
+            budget.spend_chars(size)
         texts.append(part)
-    text = "".join(texts)
-    budget.spend_chars(len(text))
-    return text
+    budget.spend_chars(size)
+    return "".join(texts)
 
 
 @pass_context

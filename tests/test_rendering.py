@@ -466,6 +466,7 @@ def _peak_allocation(source: str, limits: RenderLimits) -> int:
 
 
 _BIG = "{% set big = 'x' * 10000 %}"
+_SOME = "{% set some = 'x' * 3000 %}"  # within the 10,000-character value limit
 
 
 def _bypass(source: str, name: str) -> Any:
@@ -505,6 +506,9 @@ def _bypass(source: str, name: str) -> Any:
         _bypass("{{ range(1000) | list | tojson(indent=10000) }}", "tojson indent"),
         _bypass("{{ ('a' * 1000).translate({97: 'b' * 10000}) }}", "str.translate"),
         _bypass("{{ lipsum(1, False, 50000, 50001) }}", "lipsum min and max words"),
+        _bypass(_SOME + "{{ some }}" * 2000, "one output node printing a value many times"),
+        _bypass(_SOME + "{{ some ~ 'y' }}" * 2000, "one output node computing many large values"),
+        _bypass(_SOME + "{% set y %}" + "{{ some ~ 'y' }}" * 2000 + "{% endset %}", "the same in a set block"),
     ],
 )
 def test_refused_operation_never_allocates_far_beyond_the_limit(source: str) -> None:
