@@ -24,8 +24,9 @@ differently: a pattern runs natively only when Rust's regex engine reads it
 as RE2 does (no ``\\s``, ``\\b``, flags or POSIX classes), and otherwise
 through RE2 from a callback; schemas with ``patternProperties``,
 ``multipleOf`` (float division differs), references (a recursive schema would
-recurse in native code as deep as the inputs nest) or the ``unevaluated*``
-keywords stay with jsonschema alone.
+recurse in native code as deep as the inputs nest), the ``unevaluated*``
+keywords or the older drafts' ``dependencies`` and ``additionalItems`` stay
+with jsonschema alone, and so do comparisons of ints past 2**53.
 """
 
 from __future__ import annotations
@@ -118,6 +119,10 @@ _INTERPRETED_ONLY = frozenset(
         "$recursiveAnchor",
         "unevaluatedProperties",
         "unevaluatedItems",
+        # Keywords of older drafts, which jsonschema ignores under 2020-12 and
+        # jsonschema-rs still applies.
+        "dependencies",
+        "additionalItems",
     }
 )
 # Allowed at the top level only, where jsonschema ignores them (the dialect
@@ -128,7 +133,7 @@ _TOP_LEVEL_ONLY = ("$schema", "$id", "$vocabulary")
 def _native_validator(schema: dict[str, Any]) -> Any | None:
     """jsonschema-rs's validator for ``schema``, when it judges inputs as jsonschema does."""
     walked = list(_walk(schema, ()))
-    if any(keyword in _INTERPRETED_ONLY for _, keyword, _ in walked):
+    if any(keyword in _INTERPRETED_ONLY for _, keyword, _ in walked) or _has_wide_int(schema):
         return None
     patterns = [value for _, keyword, value in walked if keyword == "pattern" and isinstance(value, str)]
     compiled = {key: value for key, value in schema.items() if key not in _TOP_LEVEL_ONLY}
@@ -141,6 +146,37 @@ def _native_validator(schema: dict[str, Any]) -> Any | None:
         )
     except Exception:  # noqa: BLE001 - any refusal just means no fast path; jsonschema checked the schema
         return None
+
+
+# Past 2**53 not every int is a float: jsonschema-rs compares such an int with
+# a float (a bound, an enum member, an array item) as two floats, rounding it,
+# where jsonschema compares exactly. Schemas with such ints stay off the fast
+# path; inputs with them skip it wherever the schema compares numbers.
+_EXACT_INTS = 2**53
+_COMPARING_KEYWORDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "const", "enum", "uniqueItems"}
+)
+_INTS_CHECKED = 10_000  # values; past them, give up looking and take jsonschema's path
+
+
+def _has_wide_int(value: Any) -> bool:
+    """Whether ``value`` holds an int past 2**53, or more values than are worth checking."""
+    pending = [value]
+    seen = 0
+    while pending:
+        item = pending.pop()
+        seen += 1
+        if seen > _INTS_CHECKED:
+            return True
+        kind = type(item)
+        if kind is int:
+            if not -_EXACT_INTS <= item <= _EXACT_INTS:
+                return True
+        elif kind is dict:
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
+    return False
 
 
 # Escapes that mean the same to RE2 and to jsonschema-rs (which reads patterns
@@ -240,6 +276,7 @@ class InputsSchema:
         self.schema = schema
         self._validator = _InputsValidator(schema, registry=registry)
         self._native = _native_validator(schema)
+        self._compares_numbers = any(keyword in _COMPARING_KEYWORDS for _, keyword, _ in _walk(schema, ()))
         properties = schema.get("properties", {})
         self._defaults = {k: s["default"] for k, s in properties.items() if isinstance(s, dict) and "default" in s}
 
@@ -249,7 +286,11 @@ class InputsSchema:
 
     def issues(self, instance: Any) -> list[Issue]:
         """Every way ``instance`` fails the schema, each at its JSON path."""
-        if self._native is not None and self._native_accepts(instance):
+        if (
+            self._native is not None
+            and not (self._compares_numbers and _has_wide_int(instance))
+            and self._native_accepts(instance)
+        ):
             return []
         try:
             errors = list(self._validator.iter_errors(instance))
@@ -267,7 +308,7 @@ class InputsSchema:
     def _native_accepts(self, instance: Any) -> bool:
         try:
             return bool(self._native.is_valid(instance))
-        except Exception:  # noqa: BLE001 - a value Rust cannot take (say, an int past 64 bits): ask jsonschema
+        except Exception:  # noqa: BLE001 - a value Rust cannot take: ask jsonschema
             return False
 
 

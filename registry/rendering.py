@@ -44,6 +44,7 @@ from jinja2.loaders import BaseLoader
 from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
+from markupsafe import Markup, escape
 
 from registry.errors import RenderError
 from registry.models import Message
@@ -90,9 +91,9 @@ class RenderLimits:
 class _Budget:
     __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars", "steps_to_clock")
 
-    # Counting steps (an iteration, a printed value) read the clock every this
-    # many steps: reading it at every step was a third of a render's time.
-    # Operations that may be slow (filters, calls) read it before they run.
+    # Printed output reads the clock every this many counts: reading it at
+    # every count was a third of a render's time. Loop iterations, filters and
+    # calls read it every time: a loop body can be slow without printing.
     STEPS_PER_CLOCK_READ = 16
 
     def __init__(self, limits: RenderLimits) -> None:
@@ -108,7 +109,7 @@ class _Budget:
         self.iterations += 1
         if self.iterations > self.max_iterations:
             raise SecurityError(f"rendering took more than {self.max_iterations} loop iterations and calls")
-        self._step()
+        self.check_time()
 
     def spend_chars(self, count: int) -> None:
         self.chars += count
@@ -228,21 +229,25 @@ def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
 
 @pass_context
 def _measure_output(context: Any, parts: list[Any]) -> str:
-    """An output node's text and printed values, as one counted string."""
+    """Some parts of an output node (text and printed values), as one counted
+    string; escaped as Jinja would, inside ``{% autoescape %}``."""
     budget = _active_budget()
+    autoescape = context.eval_ctx.autoescape
     room = budget.max_chars - budget.chars
     texts = []
     size = 0
     for part in parts:
-        if type(part) is not str:
+        if not isinstance(part, str):
             _check_chars(_approx_size(part, budget.limits.max_value_chars), budget.limits, "printing a value")
             part = str(part)
+        if autoescape:
+            part = escape(part)  # text and |safe values are Markup already, and stay as they are
         size += len(part)
         if size > room:  # refuse before joining, not after
             budget.spend_chars(size)
         texts.append(part)
     budget.spend_chars(size)
-    return "".join(texts)
+    return Markup("".join(texts)) if autoescape else "".join(texts)
 
 
 @pass_context

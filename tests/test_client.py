@@ -286,6 +286,8 @@ def test_inputs_json_cannot_carry_are_refused_however_large_or_cyclic() -> None:
     with pytest.raises(InvalidRequest):
         as_request_json({"x": list(range(1000)) + ["\ud800"]})  # past what is checked by walking
     assert as_request_json({"x": [[i] for i in range(1000)]}) == {"x": [[i] for i in range(1000)]}
+    with pytest.raises(InvalidRequest):
+        as_request_json({"x": 10**5000})  # past the json module's 4,300 digits
 
 
 # -- faults -----------------------------------------------------------------------

@@ -111,7 +111,7 @@ _FAST_PATH_SCHEMAS: list[dict[str, Any]] = [
             e={"enum": ["a", 1, None, [1], {"k": 1}]},
             c={"const": 1},
             n={"type": "number", "minimum": -1.5, "exclusiveMaximum": 10},
-            i={"type": "integer", "exclusiveMinimum": 0, "maximum": 2**70},
+            i={"type": "integer", "exclusiveMinimum": 0, "maximum": 2**50},
             b={"type": "boolean"},
             z={"type": "null"},
             f={"type": "string", "format": "email"},
@@ -177,8 +177,10 @@ def test_the_fast_path_accepts_exactly_what_jsonschema_accepts(raw: dict[str, An
         _schema(x={"type": "number", "multipleOf": 0.01}),
         {**_schema(x={"$ref": "#/$defs/t"}), "$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}}},
         {"unevaluatedProperties": False},
+        {"not": {"dependencies": {"mode": ["other"]}}},  # 2019-09's; jsonschema-rs applies it under 2020-12
+        {"prefixItems": [{"type": "string"}], "additionalItems": False},
     ],
-    ids=["patternProperties", "multipleOf", "recursive-ref", "unevaluated"],
+    ids=["patternProperties", "multipleOf", "recursive-ref", "unevaluated", "dependencies", "additionalItems"],
 )
 def test_schemas_the_fast_path_would_judge_differently_are_left_to_jsonschema(raw: dict[str, Any]) -> None:
     assert not InputsSchema(raw).has_fast_path
@@ -287,3 +289,27 @@ def test_one_schema_is_shared_by_threads() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "instance"),
+    [
+        ({"maximum": 4611686018427387904.0}, 4611686018427387905),  # 2**62 as a float; 2**62 + 1
+        ({"exclusiveMaximum": 9.223372036854776e18}, 9223372036854775808),
+        ({"minimum": 18446744073709551617}, 1.8446744073709552e19),  # a wide int in the schema
+        ({"type": "array", "uniqueItems": True}, [9223372036854775808, 9223372036854775808.0]),
+        ({"enum": [9007199254740993]}, 9007199254740992.0),
+        (_schema(n={"type": "integer", "maximum": 4611686018427387904.0}), {"n": 4611686018427387905}),
+    ],
+)
+def test_ints_past_two_to_the_53_are_compared_exactly(raw: dict[str, Any], instance: Any) -> None:
+    # jsonschema-rs compares such ints with floats as floats; jsonschema, exactly.
+    assert not Draft202012Validator(raw).is_valid(instance)
+    assert InputsSchema(raw).issues(instance)
+
+
+def test_wide_ints_only_matter_where_numbers_are_compared() -> None:
+    schema = InputsSchema(_schema(n={"type": "integer"}, s={"type": "string"}))
+    assert schema.has_fast_path
+    assert schema.issues({"n": 2**80, "s": "x"}) == []
+    assert InputsSchema({"maximum": 2**60}).has_fast_path is False

@@ -528,6 +528,14 @@ PROPERTY_TEMPLATES = (
     "{{ xs | join }}/{{ xs | join(x) }}",
     "{{ x ~ '|' ~ xs | join('|') | upper }}",
     "{% for a in xs %}{% for b in xs %}{{ a }}{{ b | upper }};{% endfor %}{% endfor %}",
+    "a{{ x }}b{{ x }}c{{ x }}d{{ x }}e{{ x }}f{{ x }}g{{ x }}h{{ x }}i{{ x }}j{{ xs }}",  # more than 8 parts
+    # {% autoescape %} escapes values, not the template's text, and leaves |safe alone
+    "{% autoescape true %}<b>{{ x }}</b>{{ x | safe }}{{ x | e }}{% endautoescape %}",
+    "{% autoescape x == '' %}<{{ x }}>{% endautoescape %}",
+    "{% autoescape true %}{% filter upper %}<b>{{ x }}</b>{% endfilter %}{% set y %}<i>{{ x }}{% endset %}{{ y }}"
+    "{% endautoescape %}",
+    "{% autoescape true %}{% macro m() %}<b>{{ caller() }}</b>{% endmacro %}{% call m() %}<i>{{ x }}{% endcall %}"
+    "{% endautoescape %}",
 )
 
 

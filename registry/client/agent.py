@@ -119,7 +119,8 @@ def as_request_json(inputs: Mapping[str, Any]) -> dict[str, Any]:
 # Up to this many values, checking is cheaper than a round trip through the
 # json module's C code; beyond it the round trip is taken anyway.
 _CHECKED_VALUES = 256
-_JSON_SCALARS = (str, int, float, bool, type(None))
+_JSON_SCALARS = (str, bool, type(None))
+_CHECKED_INT_BITS = 1024
 
 
 def _already_json(inputs: dict[str, Any]) -> bool:
@@ -136,6 +137,9 @@ def _already_json(inputs: dict[str, Any]) -> bool:
         kind = type(value)
         if kind is str:
             if not value.isascii() and not _encodable(value):
+                return False
+        elif kind is int:
+            if value.bit_length() > _CHECKED_INT_BITS:  # json refuses ints past 4,300 digits by default
                 return False
         elif kind is float:
             if not math.isfinite(value):
