@@ -20,11 +20,15 @@ trusted. ``TemplateEnvironment`` is a policy layer over Jinja's
   ``+``, ``center``, ``indent``, ``join``, ``replace``, ...) are checked
   before they run; and the final output is capped in bytes.
 
-Loop and output accounting is woven into the compiled code by transforming
-the template's syntax tree before code generation (``_GuardedCodeGenerator``):
-each ``for`` iterates through a counting filter and each output expression
-passes through a measuring one. Filters are called directly by Jinja's
-generated code, so the guards cost a function call, not a sandbox round trip.
+Loop and output accounting is woven into the compiled code
+(``_GuardedCodeGenerator``): each ``for`` iterates through a counting filter
+(put there by transforming the syntax tree before code generation); every
+buffer (macros, call and filter blocks, ``{% set %}`` blocks) is a list
+that counts what is appended to it; and the top-level output is counted as
+it streams out of the template's generator, each piece before it is kept.
+Printed values pass through ``finalize``, which measures containers before
+they are turned into text. So the guards cost a few calls per render, not
+one per output node, and never a sandbox round trip.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
+from io import StringIO
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
@@ -44,7 +49,6 @@ from jinja2.loaders import BaseLoader
 from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
-from markupsafe import Markup, escape
 
 from registry.errors import RenderError
 from registry.models import Message
@@ -62,10 +66,9 @@ _WIDE_FORMAT = re.compile(r"\d{7,}")  # a width or precision of a million or mor
 _NESTED_FORMAT_FIELD = re.compile(r"\{[^{}]*:[^{}]*\{")  # '{0:>{1}}': a width taken from an argument
 
 _LOOP_FILTER = "__registry_loop"
-_OUTPUT_FILTER = "__registry_output"
-_STATIC_FILTER = "__registry_static"
 _CONCAT_FILTER = "__registry_concat"
-_PARTS_PER_COUNT = 8
+_PARTS_PER_APPEND = 8
+_PARTS_PLACEHOLDER = "__registry_parts"
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,10 @@ class RenderLimits:
 
 
 class _Budget:
-    __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars", "steps_to_clock")
+    __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars")
 
-    # Printed output reads the clock every this many counts: reading it at
-    # every count was a third of a render's time. Loop iterations, filters and
-    # calls read it every time: a loop body can be slow without printing.
-    STEPS_PER_CLOCK_READ = 16
+    # Output does not read the clock: without loops, calls, filters or
+    # includes (which all read it) a template prints at most its own text.
 
     def __init__(self, limits: RenderLimits) -> None:
         self.limits = limits
@@ -103,7 +104,6 @@ class _Budget:
         self.deadline = time.monotonic() + limits.max_seconds
         self.max_iterations = limits.max_iterations
         self.max_chars = limits.max_work_chars
-        self.steps_to_clock = self.STEPS_PER_CLOCK_READ
 
     def spend_iteration(self) -> None:
         self.iterations += 1
@@ -115,13 +115,6 @@ class _Budget:
         self.chars += count
         if self.chars > self.max_chars:
             raise SecurityError(f"rendering produced more than {self.max_chars} characters")
-        self._step()
-
-    def _step(self) -> None:
-        self.steps_to_clock -= 1
-        if not self.steps_to_clock:
-            self.steps_to_clock = self.STEPS_PER_CLOCK_READ
-            self.check_time()
 
     def check_time(self) -> None:
         # Counting bounds how much a template does, not how slowly: a loop of
@@ -184,22 +177,6 @@ class _GuardTransformer(NodeTransformer):
         node.iter = _guard_filter(_LOOP_FILTER, node.iter)
         return node
 
-    def visit_Output(self, node: nodes.Output) -> nodes.Node:
-        self.generic_visit(node)
-        if all(isinstance(child, nodes.TemplateData) for child in node.nodes):
-            static = sum(len(child.data) for child in node.nodes)
-            node.nodes = [_guard_filter(_STATIC_FILTER, nodes.Const(static, lineno=node.lineno)), *node.nodes]
-        else:
-            # One guarded call prints and counts several parts of the node
-            # (text and values): a call per value was most of the guards'
-            # cost. A group's values all exist before it is counted, so
-            # groups stay small: each value is bounded, and so is a group.
-            node.nodes = [
-                _guard_filter(_OUTPUT_FILTER, nodes.List(node.nodes[i : i + _PARTS_PER_COUNT], lineno=node.lineno))
-                for i in range(0, len(node.nodes), _PARTS_PER_COUNT)
-            ]
-        return node
-
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
         return _guard_filter(_CONCAT_FILTER, nodes.List(node.nodes, lineno=node.lineno))
@@ -214,11 +191,100 @@ class _GuardedCodeGenerator(CodeGenerator):
         _GuardTransformer().visit(node)
         super().visit_Template(node, frame)
 
+    def buffer(self, frame: Any) -> None:
+        # Every buffered frame (macro, call block, filter block, set block,
+        # recursive loop) starts its buffer here.
+        frame.buffer = self.temporary_identifier()
+        self.writeline(f"{frame.buffer} = environment.counted_buffer()")
+
+    def visit_Output(self, node: nodes.Output, frame: Any) -> None:
+        # Jinja evaluates every part of an output node before appending them
+        # to a buffer together: split long nodes, so that only a few values
+        # (each bounded) exist before they are counted.
+        for start in range(0, len(node.nodes), _PARTS_PER_APPEND):
+            part = nodes.Output(node.nodes[start : start + _PARTS_PER_APPEND], lineno=node.lineno)
+            if frame.buffer is None:
+                self._yield_joined(part, frame)
+            else:
+                super().visit_Output(part, frame)
+
+    def _yield_joined(self, node: nodes.Output, frame: Any) -> None:
+        """Yield a group of parts as one string, where Jinja yields each part.
+
+        Each yielded piece is counted by ``_counted_join``: one piece per
+        group is about half the cost of counting the parts one by one. Jinja
+        writes the code for a buffered frame, into a side stream, and its
+        opening line (written before any part's code, so never inside a
+        template's text) becomes the yield.
+        """
+        stream, self.stream = self.stream, StringIO()
+        frame.buffer = _PARTS_PLACEHOLDER
+        try:
+            super().visit_Output(node, frame)
+            code = self.stream.getvalue()
+        finally:
+            self.stream, frame.buffer = stream, None
+        code = code.replace(f"{_PARTS_PLACEHOLDER}.extend((", "yield ''.join((", 1)
+        code = code.replace(f"{_PARTS_PLACEHOLDER}.append(", "yield str(", 1)  # one part, and a trailing comma
+        self.stream.write(code)
+
+
+class _CountedBuffer(list):  # type: ignore[type-arg]
+    """A buffered frame's output, counted as it is appended: a macro's buffer
+    would otherwise grow without bound before anything printed it."""
+
+    __slots__ = ("_budget",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._budget = _active_budget()
+
+    def append(self, piece: str) -> None:
+        self._budget.spend_chars(len(piece))
+        super().append(piece)
+
+    def extend(self, pieces: Iterable[str]) -> None:
+        pieces = tuple(pieces)  # Jinja passes a tuple of parts that exist already
+        self._budget.spend_chars(sum(map(len, pieces)))
+        super().extend(pieces)
+
+
+def _counted_join(pieces: Iterable[str], budget: _Budget) -> str:
+    """A template's top-level output, joined; each piece is counted before it
+    is kept, so a runaway template is refused before its output exists.
+
+    ``room`` is taken once, for speed: buffers spending during the render are
+    caught by the final check, so at most twice the budget is ever held."""
+    kept: list[str] = []
+    keep = kept.append
+    room = budget.max_chars - budget.chars
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > room:
+            break
+        keep(piece)
+    budget.spend_chars(size)
+    return "".join(kept)
+
+
+def _checked_print(value: Any) -> Any:
+    """Jinja's ``finalize``: every printed value passes here before ``str()``.
+    A container prints all its parts, and a nested list that shares one large
+    part prints huge: measure it first."""
+    if value.__class__ is not str and isinstance(value, (list, tuple, dict, set, frozenset)):
+        limits = _active_budget().limits
+        _check_chars(_approx_size(value, limits.max_value_chars), limits, "printing a value")
+    return value
+
 
 def _counted(iterable: Iterable[Any]) -> Iterable[Any]:
     budget = _active_budget()
     for item in iterable:
-        budget.spend_iteration()
+        # budget.spend_iteration(), inlined: this runs for every item of every loop.
+        if budget.iterations >= budget.max_iterations or time.monotonic() > budget.deadline:
+            budget.spend_iteration()  # raises, naming the bound reached
+        budget.iterations += 1
         yield item
 
 
@@ -228,37 +294,10 @@ def _count_loop(context: Any, iterable: Iterable[Any]) -> Iterable[Any]:
 
 
 @pass_context
-def _measure_output(context: Any, parts: list[Any]) -> str:
-    """Some parts of an output node (text and printed values), as one counted
-    string; escaped as Jinja would, inside ``{% autoescape %}``."""
-    budget = _active_budget()
-    autoescape = context.eval_ctx.autoescape
-    room = budget.max_chars - budget.chars
-    texts = []
-    size = 0
-    for part in parts:
-        if not isinstance(part, str):
-            _check_chars(_approx_size(part, budget.limits.max_value_chars), budget.limits, "printing a value")
-            part = str(part)
-        if autoescape:
-            part = escape(part)  # text and |safe values are Markup already, and stay as they are
-        size += len(part)
-        if size > room:  # refuse before joining, not after
-            budget.spend_chars(size)
-        texts.append(part)
-    budget.spend_chars(size)
-    return Markup("".join(texts)) if autoescape else "".join(texts)
-
-
-@pass_context
-def _count_static(context: Any, size: int) -> str:
-    _active_budget().spend_chars(size)
-    return ""
-
-
-@pass_context
 def _guarded_concat(context: Any, parts: Sequence[Any]) -> str:
-    limits = _active_budget().limits
+    budget = _active_budget()
+    budget.check_time()
+    limits = budget.limits
     _check_chars(sum(_approx_size(p, limits.max_value_chars) for p in parts), limits, "the ~ operator")
     return "".join(str(p) for p in parts)
 
@@ -362,14 +401,14 @@ def _joined(value: Any, separator: Any, limits: RenderLimits, what: str) -> list
 def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a filter with a size check on its result, and a pre-check for the
     filters whose arguments say how much memory they take."""
+    # Filters marked pass_context/pass_environment get that first.
+    offset = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
 
     @wraps(func)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         budget = _active_budget()
         budget.check_time()
         limits = budget.limits
-        # Filters marked pass_context/pass_environment get that first.
-        offset = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
         value = args[offset] if len(args) > offset else None
         rest = _Arguments(args[offset + 1 :], kwargs)
         if name in _SIZED_FILTERS:
@@ -403,6 +442,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             undefined=StrictUndefined,
             autoescape=False,
             auto_reload=False,
+            finalize=_checked_print,
         )
         for name in _NONDETERMINISTIC_GLOBALS:
             del self.globals[name]
@@ -412,16 +452,19 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             if name not in _NONDETERMINISTIC_FILTERS
         }
         self.filters[_LOOP_FILTER] = _count_loop
-        self.filters[_OUTPUT_FILTER] = _measure_output
-        self.filters[_STATIC_FILTER] = _count_static
         self.filters[_CONCAT_FILTER] = _guarded_concat
+        self.counted_buffer = _CountedBuffer
         # A partial's analysis, by name: partials never change in one
         # environment, and every definition of a release that includes one
         # would otherwise parse it again.
         self.partial_analyses: dict[str, tuple[frozenset[str], tuple[str | None, ...]] | Exception] = {}
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        limits = _active_budget().limits
+        # Each of these can copy a megabyte: a template of many of them is
+        # slow without a loop, so they read the clock.
+        budget = _active_budget()
+        budget.check_time()
+        limits = budget.limits
         if operator == "*":
             count, repeated = (right, left) if isinstance(right, int) else (left, right)
             if isinstance(repeated, (str, list, tuple)) and isinstance(count, int):
@@ -441,10 +484,20 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         result = super().call_binop(context, operator, left, right)
         return _check_result(result, limits, f"the {operator} operator")
 
+    def get_template(self, name: Any, parent: str | None = None, globals: Any = None) -> Any:  # noqa: A002
+        # Include, import and extends all load through here (or select_template):
+        # each counts as a step, so templates that include one another on
+        # every branch fan out no further than a loop could.
+        _active_budget().spend_iteration()
+        return super().get_template(name, parent, globals)
+
+    def select_template(self, names: Any, parent: str | None = None, globals: Any = None) -> Any:  # noqa: A002
+        _active_budget().spend_iteration()
+        return super().select_template(names, parent, globals)
+
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         budget = _active_budget()
         budget.spend_iteration()
-        budget.check_time()
         limits = budget.limits
         # The sandbox hands out str.format wrapped; look through the wrapper.
         target = getattr(__obj, "__wrapped__", __obj)
@@ -583,12 +636,13 @@ def render_messages(
     Every failure is a ``RenderError`` naming the role; nothing foreign
     escapes, and no traceback or server path is in the message.
     """
-    token = _budget.set(_Budget(limits))
+    budget = _Budget(limits)
+    token = _budget.set(budget)
     try:
         messages = []
         total = 0
         for role, compiled in templates:
-            content = _render_one(role, compiled, variables)
+            content = _render_one(role, compiled, variables, budget)
             try:
                 total += len(content) if content.isascii() else len(content.encode("utf-8"))
             except UnicodeEncodeError as exc:
@@ -608,9 +662,11 @@ def render_messages(
         _budget.reset(token)
 
 
-def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, Any]) -> str:
+def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, Any], budget: _Budget) -> str:
+    template = compiled.template
     try:
-        return compiled.template.render(variables)
+        # Template.render, with the output counted as it streams.
+        return _counted_join(template.root_render_func(template.new_context(variables)), budget)
     except UndefinedError as exc:
         raise RenderError(f"{role} template: {exc.message}", role=role) from exc
     except SecurityError as exc:

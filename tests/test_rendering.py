@@ -202,6 +202,10 @@ PARTIALS = {
     "_partials/outer.jinja": "[{% include '_partials/greeting.jinja' %}]",
     "_partials/macros.jinja": "{% macro shout(text) %}{{ text | upper }}{% endmacro %}",
     "_partials/self.jinja": "{% include '_partials/self.jinja' %}",
+    # Includes itself twice per level: 2**40 includes, without a loop or a call.
+    "_partials/fan.jinja": "{% if d < 40 %}{% with d = d + 1 %}{% include '_partials/fan.jinja' %}"
+    "{% include '_partials/fan.jinja' %}{% endwith %}{% endif %}",
+    "_partials/kilobyte.jinja": "x" * 1000,
 }
 
 
@@ -365,10 +369,33 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
         ("{% filter upper %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endfilter %}", "characters"),
         ("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", "recursion too deep"),
         ("{% include '_partials/self.jinja' %}", "recursion too deep"),
+        ("{% set d = 0 %}{% include '_partials/fan.jinja' %}", "loop iterations and calls"),
+        (
+            "{% macro m() %}{{ caller() }}{% endmacro %}"
+            "{% call m() %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endcall %}",
+            "characters",
+        ),
+        (
+            "{% for i in [1] recursive %}{% for j in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endfor %}",
+            "characters",
+        ),
+        ("{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}", "characters"),
+        (
+            "{% macro m() %}{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}"
+            "{% endmacro %}{% set y = m() %}ok",
+            "characters",
+        ),
     ],
 )
 def test_runaway_template_is_refused(source: str, fragment: str) -> None:
     assert fragment in str(_render_error(source, partials=PARTIALS))
+
+
+def test_many_large_operations_without_a_loop_are_stopped_by_the_clock() -> None:
+    # Each + copies 600 kB; nothing loops, calls or includes.
+    source = "{% set s = 'x' * 300000 %}" + "{% set y = s + s %}" * 3000
+    error = _render_error(source, limits=RenderLimits(max_seconds=0.02))
+    assert "longer than 0.02 seconds" in str(error)
 
 
 def test_nested_loops_over_a_large_input_list_are_refused() -> None:
@@ -450,7 +477,7 @@ def test_recursive_loop_cannot_exceed_the_iteration_budget() -> None:
 
 def _peak_allocation(source: str, limits: RenderLimits) -> int:
     """Bytes allocated at the peak of a render that must be refused."""
-    compiled = _compile(source)
+    compiled = _compile(source, partials=PARTIALS)
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
         tracemalloc.start()
@@ -509,6 +536,14 @@ def _bypass(source: str, name: str) -> Any:
         _bypass(_SOME + "{{ some }}" * 2000, "one output node printing a value many times"),
         _bypass(_SOME + "{{ some ~ 'y' }}" * 2000, "one output node computing many large values"),
         _bypass(_SOME + "{% set y %}" + "{{ some ~ 'y' }}" * 2000 + "{% endset %}", "the same in a set block"),
+        _bypass(
+            "{% macro m() %}{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}"
+            "{% endmacro %}{% set y = m() %}",
+            "a partial included many times in a macro",
+        ),
+        _bypass(
+            "{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}", "the same at top level"
+        ),
     ],
 )
 def test_refused_operation_never_allocates_far_beyond_the_limit(source: str) -> None:

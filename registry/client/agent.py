@@ -16,6 +16,8 @@ from registry.models import Prompt, Resolution
 from registry.parsers import ParseResult
 from registry.rendering import RenderLimits, TemplateEnvironment
 
+_LIMITS = RenderLimits()  # the server's defaults: client and server fail alike
+
 Source = Literal["server", "cache", "bundle"]
 """Where an answer came from: the registry just now, the client's cache
 (fresh, or stale while the registry is unreachable), or the bundle file."""
@@ -82,7 +84,7 @@ class Agent:
         Raises ``InvalidRequest``, ``InvalidInputs`` or ``RenderError``.
         """
         merged = {**(inputs or {}), **variables}
-        return self.compiled.render(as_request_json(merged), limits=RenderLimits())
+        return self.compiled.render(as_request_json(merged), limits=_LIMITS)
 
     def parse(self, output: str) -> ParseResult:
         """The model's reply to this agent as a ``ToolCall``, a ``FinalAnswer``
@@ -119,7 +121,6 @@ def as_request_json(inputs: Mapping[str, Any]) -> dict[str, Any]:
 # Up to this many values, checking is cheaper than a round trip through the
 # json module's C code; beyond it the round trip is taken anyway.
 _CHECKED_VALUES = 256
-_JSON_SCALARS = (str, bool, type(None))
 _CHECKED_INT_BITS = 1024
 
 
@@ -130,29 +131,32 @@ def _already_json(inputs: dict[str, Any]) -> bool:
     pending: list[Any] = [inputs]
     seen = 0
     while pending:
-        value = pending.pop()
-        seen += 1
+        container = pending.pop()
+        seen += len(container)
         if seen > _CHECKED_VALUES:
             return False
-        kind = type(value)
-        if kind is str:
-            if not value.isascii() and not _encodable(value):
-                return False
-        elif kind is int:
-            if value.bit_length() > _CHECKED_INT_BITS:  # json refuses ints past 4,300 digits by default
-                return False
-        elif kind is float:
-            if not math.isfinite(value):
-                return False
-        elif kind is dict:
-            for key in value:
+        items = container
+        if type(container) is dict:
+            for key in container:
                 if type(key) is not str or (not key.isascii() and not _encodable(key)):
                     return False
-            pending.extend(value.values())
-        elif kind is list:
-            pending.extend(value)
-        elif kind not in _JSON_SCALARS:  # tuples, subclasses (IntEnum, ...), anything else
-            return False
+            items = container.values()
+        # Scalars are checked here, not pushed and popped: most values are.
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                if not item.isascii() and not _encodable(item):
+                    return False
+            elif kind is dict or kind is list:
+                pending.append(item)
+            elif kind is int:
+                if item.bit_length() > _CHECKED_INT_BITS:  # json refuses ints past 4,300 digits by default
+                    return False
+            elif kind is float:
+                if not math.isfinite(item):
+                    return False
+            elif kind is not bool and item is not None:  # tuples, subclasses (IntEnum, ...), anything else
+                return False
     return True
 
 
