@@ -24,8 +24,9 @@ Loop and output accounting is woven into the compiled code
 (``_GuardedCodeGenerator``): each ``for`` iterates through a counting filter
 (put there by transforming the syntax tree before code generation); every
 buffer (macros, call and filter blocks, ``{% set %}`` blocks) is a list
-that counts what is appended to it; and the top-level output is counted as
-it streams out of the template's generator, each piece before it is kept.
+that counts what is appended to it; and the generated code counts each piece
+of top-level output before yielding it, whoever consumes it (a render, an
+import keeping a module's output, ``self.block()``, ``super()``).
 Printed values pass through ``finalize``, which measures containers before
 they are turned into text. So the guards cost a few calls per render, not
 one per output node, and never a sandbox round trip.
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, Sequence, ValuesView
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
@@ -46,8 +47,9 @@ from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 from jinja2.loaders import BaseLoader
-from jinja2.runtime import LoopContext
+from jinja2.runtime import Context, LoopContext, markup_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 from jinja2.visitor import NodeTransformer
 
 from registry.errors import RenderError
@@ -55,7 +57,7 @@ from registry.models import Message
 
 # Changing anything that alters rendered bytes must change this string: it is
 # folded into every digest, so equal digests keep meaning equal output.
-RENDER_SEMANTICS = "prompt-registry/render/v1"
+RENDER_SEMANTICS = "prompt-registry/render/v2"  # v2: ~ keeps Markup under autoescape, as in Jinja
 
 PartialSource = Callable[[str], "str | None"]
 """Returns the text of a partial by its name relative to the agents root, or None."""
@@ -65,8 +67,10 @@ _MAX_INCLUDE_NAME = 512
 _WIDE_FORMAT = re.compile(r"\d{7,}")  # a width or precision of a million or more
 _NESTED_FORMAT_FIELD = re.compile(r"\{[^{}]*:[^{}]*\{")  # '{0:>{1}}': a width taken from an argument
 
+_INTERNAL_PREFIX = "__registry"
 _LOOP_FILTER = "__registry_loop"
 _CONCAT_FILTER = "__registry_concat"
+_LITERAL_FILTER = "__registry_literal"
 _PARTS_PER_APPEND = 8
 _PARTS_PLACEHOLDER = "__registry_parts"
 
@@ -115,6 +119,13 @@ class _Budget:
         self.chars += count
         if self.chars > self.max_chars:
             raise SecurityError(f"rendering produced more than {self.max_chars} characters")
+
+    def counted(self, piece: str) -> str:
+        """``piece``, once counted: generated code yields through this."""
+        self.chars += len(piece)
+        if self.chars > self.max_chars:
+            raise SecurityError(f"rendering produced more than {self.max_chars} characters")
+        return piece
 
     def check_time(self) -> None:
         # Counting bounds how much a template does, not how slowly: a loop of
@@ -177,6 +188,22 @@ class _GuardTransformer(NodeTransformer):
         node.iter = _guard_filter(_LOOP_FILTER, node.iter)
         return node
 
+    def visit_List(self, node: nodes.List) -> nodes.Node:
+        return self._measured(node)
+
+    def visit_Tuple(self, node: nodes.Tuple) -> nodes.Node:
+        return self._measured(node) if node.ctx == "load" else node  # not an assignment target
+
+    def visit_Dict(self, node: nodes.Dict) -> nodes.Node:
+        return self._measured(node)
+
+    def _measured(self, node: nodes.Expr) -> nodes.Node:
+        # A literal can share one large value many times over, and nest:
+        # [a, a, a, a] of [b, b, b, b] ... Comparing or hashing it then takes
+        # time exponential in the depth, while every value stays small.
+        self.generic_visit(node)
+        return _guard_filter(_LITERAL_FILTER, node)
+
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
         return _guard_filter(_CONCAT_FILTER, nodes.List(node.nodes, lineno=node.lineno))
@@ -188,6 +215,9 @@ def _guard_filter(name: str, node: nodes.Expr) -> nodes.Filter:
 
 class _GuardedCodeGenerator(CodeGenerator):
     def visit_Template(self, node: nodes.Template, frame: Any = None) -> None:
+        for used in node.find_all(nodes.Filter):
+            if used.name.startswith(_INTERNAL_PREFIX):  # the guards' own filters are not the author's
+                self.fail(f"No filter named {used.name!r}.", used.lineno)
         _GuardTransformer().visit(node)
         super().visit_Template(node, frame)
 
@@ -209,24 +239,33 @@ class _GuardedCodeGenerator(CodeGenerator):
                 super().visit_Output(part, frame)
 
     def _yield_joined(self, node: nodes.Output, frame: Any) -> None:
-        """Yield a group of parts as one string, where Jinja yields each part.
+        """Yield a group of parts as one counted string, where Jinja yields
+        each part uncounted.
 
-        Each yielded piece is counted by ``_counted_join``: one piece per
-        group is about half the cost of counting the parts one by one. Jinja
-        writes the code for a buffered frame, into a side stream, and its
-        opening line (written before any part's code, so never inside a
-        template's text) becomes the yield.
+        Jinja writes the code it would for a buffered frame, into a side
+        stream; its first line (``<buffer>.extend((`` or ``<buffer>.append(``,
+        written before any part's code) and its last line (the closing
+        parentheses, written after) are rewritten into
+        ``yield context.budget.counted(''.join((`` ... ``)))``. Template text
+        only ever appears in the lines between, inside string literals.
         """
         stream, self.stream = self.stream, StringIO()
         frame.buffer = _PARTS_PLACEHOLDER
         try:
             super().visit_Output(node, frame)
-            code = self.stream.getvalue()
+            lines = self.stream.getvalue().split("\n")
         finally:
             self.stream, frame.buffer = stream, None
-        code = code.replace(f"{_PARTS_PLACEHOLDER}.extend((", "yield ''.join((", 1)
-        code = code.replace(f"{_PARTS_PLACEHOLDER}.append(", "yield str(", 1)  # one part, and a trailing comma
-        self.stream.write(code)
+        code = [i for i, line in enumerate(lines) if line.strip()]
+        opening = next((i for i in code if lines[i].lstrip().startswith(f"{_PARTS_PLACEHOLDER}.")), None)
+        if opening is not None:  # None: nothing is written (a child template's output outside blocks)
+            head, tail = lines[opening].split(f"{_PARTS_PLACEHOLDER}.", 1)
+            if tail.startswith("extend(("):
+                lines[opening] = f"{head}yield context.budget.counted(''.join(("
+                lines[code[-1]] += ")"
+            else:  # append(: one part, and Jinja's closing parenthesis closes the call
+                lines[opening] = f"{head}yield context.budget.counted("
+        self.stream.write("\n".join(lines))
 
 
 class _CountedBuffer(list):  # type: ignore[type-arg]
@@ -249,23 +288,19 @@ class _CountedBuffer(list):  # type: ignore[type-arg]
         super().extend(pieces)
 
 
-def _counted_join(pieces: Iterable[str], budget: _Budget) -> str:
-    """A template's top-level output, joined; each piece is counted before it
-    is kept, so a runaway template is refused before its output exists.
+class _BudgetedContext(Context):
+    """Jinja's Context, holding the budget of the render it belongs to, so
+    that generated code counts output without looking the budget up."""
 
-    ``room`` is taken once, for speed: buffers spending during the render are
-    caught by the final check, so at most twice the budget is ever held."""
-    kept: list[str] = []
-    keep = kept.append
-    room = budget.max_chars - budget.chars
-    size = 0
-    for piece in pieces:
-        size += len(piece)
-        if size > room:
-            break
-        keep(piece)
-    budget.spend_chars(size)
-    return "".join(kept)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.budget = _active_budget()
+
+
+def _measured_literal(value: Any) -> Any:
+    limits = _active_budget().limits
+    _check_chars(_approx_size(value, limits.max_value_chars), limits, "a list, tuple or dict")
+    return value
 
 
 def _checked_print(value: Any) -> Any:
@@ -298,8 +333,10 @@ def _guarded_concat(context: Any, parts: Sequence[Any]) -> str:
     budget = _active_budget()
     budget.check_time()
     limits = budget.limits
-    _check_chars(sum(_approx_size(p, limits.max_value_chars) for p in parts), limits, "the ~ operator")
-    return "".join(str(p) for p in parts)
+    _check_chars(_approx_size(parts, limits.max_value_chars), limits, "the ~ operator")
+    # As Jinja's own ~: Markup stays Markup (and the rest is escaped) under autoescape.
+    joined = markup_join(parts) if context.eval_ctx.autoescape else "".join(map(str, parts))
+    return _check_result(joined, limits, "the ~ operator")
 
 
 def _approx_size(value: Any, limit: int) -> int:
@@ -315,9 +352,11 @@ def _approx_size(value: Any, limit: int) -> int:
             total += 2 + 4 * len(item)
             pending.extend(item.keys())
             pending.extend(item.values())
-        elif isinstance(item, (list, tuple, set, frozenset)):
+        elif isinstance(item, (list, tuple, set, frozenset, KeysView, ValuesView, ItemsView)):
             total += 2 + 2 * len(item)
             pending.extend(item)
+        elif isinstance(item, Namespace):  # prints its attributes like a dict
+            pending.append(item._Namespace__attrs)  # type: ignore[attr-defined]
         else:
             total += 8
     return total
@@ -329,8 +368,11 @@ def _check_chars(size: int, limits: RenderLimits, what: str) -> None:
 
 
 def _check_result(value: Any, limits: RenderLimits, what: str) -> Any:
-    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
+    if isinstance(value, (str, bytes)):
         _check_chars(len(value), limits, what)
+    elif isinstance(value, (list, tuple, dict, set, frozenset)):
+        # Measured through: dict.fromkeys(keys, shared) is small by length only.
+        _check_chars(_approx_size(value, limits.max_value_chars), limits, what)
     elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64 * 1024:
         raise SecurityError(f"{what} produced an integer of {value.bit_length()} bits")
     return value
@@ -393,8 +435,9 @@ _SIZED_STR_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs
 def _joined(value: Any, separator: Any, limits: RenderLimits, what: str) -> list[Any]:
     """The items of a join, materialised and measured before joining."""
     items = list(value) if value is not None else []
-    size = sum(_approx_size(item, limits.max_value_chars) for item in items) + len(str(separator)) * len(items)
+    size = len(str(separator)) * len(items)
     _check_chars(size, limits, what)
+    _check_chars(size + _approx_size(items, limits.max_value_chars - size), limits, what)
     return items
 
 
@@ -434,6 +477,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
     """The sandboxed Jinja environment every definition is compiled in."""
 
     code_generator_class = _GuardedCodeGenerator
+    context_class = _BudgetedContext
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def __init__(self, partials: PartialSource) -> None:
@@ -453,6 +497,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         }
         self.filters[_LOOP_FILTER] = _count_loop
         self.filters[_CONCAT_FILTER] = _guarded_concat
+        self.filters[_LITERAL_FILTER] = _measured_literal
         self.counted_buffer = _CountedBuffer
         # A partial's analysis, by name: partials never change in one
         # environment, and every definition of a release that includes one
@@ -530,7 +575,7 @@ def _check_format(template: str, arguments: Sequence[Any], limits: RenderLimits)
     if "*" in template and any(abs(_int_arg(v)) > limits.max_value_chars for v in arguments):
         raise SecurityError("a format width taken from an argument must stay under the render limit")
     references = template.count("{") + template.count("%") + 1
-    size = len(template) + references * sum(_approx_size(a, limits.max_value_chars) for a in arguments)
+    size = len(template) + references * _approx_size(list(arguments), limits.max_value_chars // references)
     _check_chars(size, limits, "formatting")
 
 
@@ -636,13 +681,12 @@ def render_messages(
     Every failure is a ``RenderError`` naming the role; nothing foreign
     escapes, and no traceback or server path is in the message.
     """
-    budget = _Budget(limits)
-    token = _budget.set(budget)
+    token = _budget.set(_Budget(limits))
     try:
         messages = []
         total = 0
         for role, compiled in templates:
-            content = _render_one(role, compiled, variables, budget)
+            content = _render_one(role, compiled, variables)
             try:
                 total += len(content) if content.isascii() else len(content.encode("utf-8"))
             except UnicodeEncodeError as exc:
@@ -662,22 +706,28 @@ def render_messages(
         _budget.reset(token)
 
 
-def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, Any], budget: _Budget) -> str:
-    template = compiled.template
+def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, Any]) -> str:
     try:
-        # Template.render, with the output counted as it streams.
-        return _counted_join(template.root_render_func(template.new_context(variables)), budget)
+        return compiled.template.render(variables)
     except UndefinedError as exc:
-        raise RenderError(f"{role} template: {exc.message}", role=role) from exc
+        raise _render_error(role, f"{exc.message}") from exc
     except SecurityError as exc:
-        raise RenderError(f"{role} template: unsafe operation refused: {exc}", role=role) from exc
+        raise _render_error(role, f"unsafe operation refused: {exc}") from exc
     except TemplateNotFound as exc:
-        raise RenderError(f"{role} template: {exc.message}", role=role) from exc
+        raise _render_error(role, f"{exc.message}") from exc
     except TemplateError as exc:
-        raise RenderError(f"{role} template: {exc.message or type(exc).__name__}", role=role) from exc
+        raise _render_error(role, f"{exc.message or type(exc).__name__}") from exc
     except RecursionError as exc:
-        raise RenderError(f"{role} template: recursion too deep", role=role) from exc
+        raise _render_error(role, "recursion too deep") from exc
     except MemoryError as exc:
-        raise RenderError(f"{role} template: out of memory while rendering", role=role) from exc
+        raise _render_error(role, "out of memory while rendering") from exc
     except Exception as exc:  # noqa: BLE001 - anything a template's code raises is the author's error
-        raise RenderError(f"{role} template: {type(exc).__name__}: {exc}", role=role) from exc
+        raise _render_error(role, f"{type(exc).__name__}: {exc}") from exc
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _render_error(role: str, message: str) -> RenderError:
+    # Jinja's messages can hold an object's repr, with its memory address.
+    return RenderError(f"{role} template: {_ADDRESS.sub('', message)}", role=role)

@@ -206,7 +206,11 @@ PARTIALS = {
     "_partials/fan.jinja": "{% if d < 40 %}{% with d = d + 1 %}{% include '_partials/fan.jinja' %}"
     "{% include '_partials/fan.jinja' %}{% endwith %}{% endif %}",
     "_partials/kilobyte.jinja": "x" * 1000,
+    # Importing runs the top level, and the module keeps what it printed.
+    "_partials/loud.jinja": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% macro hi() %}hi{% endmacro %}",
+    "_partials/loud_block.jinja": "{% block b %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endblock %}",
 }
+_SHARED = "{% set a = [0] %}" + "{% set a = [a, a, a, a, a, a, a, a] %}" * 10  # 8**10 leaves, 11 lists
 
 
 def test_include_reads_the_partial_source_with_the_callers_variables() -> None:
@@ -380,6 +384,18 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
             "characters",
         ),
         ("{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}", "characters"),
+        ("{% import '_partials/loud.jinja' as m %}{{ m.hi() }}", "characters"),
+        ("{% from '_partials/loud.jinja' import hi %}{{ hi() }}", "characters"),
+        ("{% import '_partials/loud.jinja' as m with context %}{{ m.hi() }}", "characters"),
+        (
+            "{% set y = self.b() %}{% if false %}{% block b %}"
+            "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endblock %}{% endif %}ok",
+            "characters",
+        ),
+        ("{% extends '_partials/loud_block.jinja' %}{% block b %}{% set y = super() %}{% endblock %}", "characters"),
+        (_SHARED + "{{ a == a | list }}", "a list, tuple or dict"),  # comparing it took 10 s
+        ("{% set ns = namespace(v=[0] * 1000) %}{{ [ns, ns, ns] * 1000 }}", "characters"),
+        ("{% set l = [''] * 170000 %}{{ {}.fromkeys(range(1000), [l]) | length }}", "calling fromkeys"),
         (
             "{% macro m() %}{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}"
             "{% endmacro %}{% set y = m() %}ok",
@@ -389,6 +405,20 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
 )
 def test_runaway_template_is_refused(source: str, fragment: str) -> None:
     assert fragment in str(_render_error(source, partials=PARTIALS))
+
+
+def test_guards_own_filters_are_not_for_templates() -> None:
+    with pytest.raises(TemplateCompileError, match="No filter named '__registry_loop'"):
+        _compile("{{ x | __registry_loop }}")
+
+
+@pytest.mark.parametrize("text", ["__registry_parts.extend((x", "{{ x }}__registry_parts.append(y", "it's __registry"])
+def test_template_text_that_looks_like_generated_code_is_just_text(text: str) -> None:
+    assert _render(text, {"x": 1}) == _plain_jinja(text, {"x": 1})
+
+
+def test_error_messages_do_not_show_memory_addresses() -> None:
+    assert "safe_range" in str(_render_error("{{ {}[range] }}"))  # the helper checks for ' at 0x'
 
 
 def test_many_large_operations_without_a_loop_are_stopped_by_the_clock() -> None:
@@ -544,6 +574,12 @@ def _bypass(source: str, name: str) -> Any:
         _bypass(
             "{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}", "the same at top level"
         ),
+        _bypass("{% from '_partials/loud.jinja' import hi %}{{ hi() }}", "importing a partial that prints a lot"),
+        _bypass(
+            "{% extends '_partials/loud_block.jinja' %}{% block b %}{% set y = super() %}{% endblock %}",
+            "super() of a block that prints a lot",
+        ),
+        _bypass(_SHARED, "a literal sharing one list many times"),
     ],
 )
 def test_refused_operation_never_allocates_far_beyond_the_limit(source: str) -> None:
@@ -566,6 +602,7 @@ PROPERTY_TEMPLATES = (
     "a{{ x }}b{{ x }}c{{ x }}d{{ x }}e{{ x }}f{{ x }}g{{ x }}h{{ x }}i{{ x }}j{{ xs }}",  # more than 8 parts
     # {% autoescape %} escapes values, not the template's text, and leaves |safe alone
     "{% autoescape true %}<b>{{ x }}</b>{{ x | safe }}{{ x | e }}{% endautoescape %}",
+    "{% autoescape true %}{{ '<b>' | safe ~ x ~ '</b>' }}{% endautoescape %}",
     "{% autoescape x == '' %}<{{ x }}>{% endautoescape %}",
     "{% autoescape true %}{% filter upper %}<b>{{ x }}</b>{% endfilter %}{% set y %}<i>{{ x }}{% endset %}{{ y }}"
     "{% endautoescape %}",
