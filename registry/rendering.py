@@ -98,8 +98,9 @@ class RenderLimits:
 class _Budget:
     __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars")
 
-    # Output does not read the clock: without loops, calls, filters or
-    # includes (which all read it) a template prints at most its own text.
+    # Output does not read the clock: without loops, calls, filters,
+    # includes or large operators (which all read it) a template prints at
+    # most its own text.
 
     def __init__(self, limits: RenderLimits) -> None:
         self.limits = limits
@@ -115,13 +116,9 @@ class _Budget:
             raise SecurityError(f"rendering took more than {self.max_iterations} loop iterations and calls")
         self.check_time()
 
-    def spend_chars(self, count: int) -> None:
-        self.chars += count
-        if self.chars > self.max_chars:
-            raise SecurityError(f"rendering produced more than {self.max_chars} characters")
-
     def counted(self, piece: str) -> str:
-        """``piece``, once counted: generated code yields through this."""
+        """``piece``, once counted: generated code yields top-level output
+        through this, and buffers append through it."""
         self.chars += len(piece)
         if self.chars > self.max_chars:
             raise SecurityError(f"rendering produced more than {self.max_chars} characters")
@@ -279,13 +276,10 @@ class _CountedBuffer(list):  # type: ignore[type-arg]
         self._budget = _active_budget()
 
     def append(self, piece: str) -> None:
-        self._budget.spend_chars(len(piece))
-        super().append(piece)
+        super().append(self._budget.counted(piece))
 
     def extend(self, pieces: Iterable[str]) -> None:
-        pieces = tuple(pieces)  # Jinja passes a tuple of parts that exist already
-        self._budget.spend_chars(sum(map(len, pieces)))
-        super().extend(pieces)
+        super().extend([self._budget.counted(piece) for piece in pieces])
 
 
 class _BudgetedContext(Context):
