@@ -11,8 +11,9 @@ The schema is untrusted, so jsonschema's defaults are not safe for it:
   ``re`` a pattern such as ``^(a+)+$`` takes exponential time. Those keywords
   are re-implemented over RE2, which matches in linear time (and has no
   backreferences or lookaround: such patterns are refused at load);
-- validating deeply nested inputs against a recursive schema recurses; that is
-  reported as an input problem, not a crash.
+- validating deeply nested inputs against a recursive schema recurses: inputs
+  nested deeper than ``MAX_VALIDATED_DEPTH`` are reported as an input problem
+  before jsonschema sees them, so it never reaches Python's recursion limit.
 
 Most renders send valid inputs, and jsonschema's interpreter costs tens to
 hundreds of microseconds per render. So each schema is also compiled by
@@ -159,6 +160,23 @@ _COMPARING_KEYWORDS = frozenset(
 _INTS_CHECKED = 10_000  # values; past them, give up looking and take jsonschema's path
 
 
+MAX_VALIDATED_DEPTH = 48
+"""Levels of nested arrays and objects jsonschema is given to validate."""
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            pending.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            pending.extend((child, depth + 1) for child in item)
+    return False
+
+
 def _has_wide_int(value: Any) -> bool:
     """Whether ``value`` holds an int past 2**53, or more values than are worth checking."""
     pending = [value]
@@ -292,6 +310,11 @@ class InputsSchema:
             and self._native_accepts(instance)
         ):
             return []
+        if _nested_deeper_than(instance, MAX_VALIDATED_DEPTH):
+            # jsonschema recurses a dozen frames a level. Reaching Python's
+            # limit is caught below, but at that depth even the garbage
+            # collector's finalizers fail, so it is not reached at all.
+            return [Issue(message="inputs are nested too deeply to validate")]
         try:
             errors = list(self._validator.iter_errors(instance))
         except RecursionError:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from registry.inputschema import InputsSchema, SchemaProblem, _read_alike
+from registry.inputschema import MAX_VALIDATED_DEPTH, InputsSchema, SchemaProblem, _read_alike
 
 
 def _schema(**properties: Any) -> dict[str, Any]:
@@ -94,6 +94,24 @@ def test_deep_input_against_a_recursive_schema_is_an_issue_not_a_crash() -> None
     for _ in range(5000):
         deep = [deep]
     assert schema.issues({"x": deep})[0].message == "inputs are nested too deeply to validate"
+
+
+def test_inputs_up_to_the_validated_depth_are_validated_and_deeper_ones_refused() -> None:
+    schema = InputsSchema(
+        {**_schema(x={"$ref": "#/$defs/n"}), "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}
+    )
+
+    def nested(levels: int) -> Any:
+        value: Any = []
+        for _ in range(levels - 1):
+            value = [value]
+        return value
+
+    # {"x": ...} is one level: the arrays take the rest.
+    assert schema.issues({"x": nested(MAX_VALIDATED_DEPTH)}) == []
+    assert schema.issues({"x": nested(MAX_VALIDATED_DEPTH - 1) + ["not an array"]})  # still validated
+    refused = schema.issues({"x": nested(MAX_VALIDATED_DEPTH + 1)})
+    assert [issue.message for issue in refused] == ["inputs are nested too deeply to validate"]
 
 
 def test_an_invalid_json_schema_is_refused_with_its_path() -> None:
