@@ -45,6 +45,7 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
 from jinja2.compiler import CodeGenerator
+from jinja2.environment import Template, TemplateModule
 from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 from jinja2.loaders import BaseLoader
 from jinja2.runtime import Context, LoopContext, markup_join
@@ -291,6 +292,34 @@ class _BudgetedContext(Context):
         self.budget = _active_budget()
 
 
+class _RunningRenderBudget:
+    """Stands in for a budget in a context that outlives its render."""
+
+    @staticmethod
+    def counted(piece: str) -> str:
+        return _active_budget().counted(piece)
+
+
+class _GuardedTemplate(Template):
+    """Jinja's Template; an imported module's context counts against
+    whichever render is running.
+
+    Jinja keeps the module of an import without context for later renders;
+    its macros can still yield through its context (``self.block()``), and
+    the render that built it is over by then."""
+
+    def make_module(
+        self,
+        vars: dict[str, Any] | None = None,  # noqa: A002 - Jinja's names
+        shared: bool = False,
+        locals: Mapping[str, Any] | None = None,  # noqa: A002
+    ) -> TemplateModule:
+        context = self.new_context(vars, shared, locals)
+        module = TemplateModule(self, context)  # runs the top level, counted against this render
+        context.budget = _RunningRenderBudget  # type: ignore[attr-defined]
+        return module
+
+
 def _measured_literal(value: Any) -> Any:
     limits = _active_budget().limits
     _check_chars(_approx_size(value, limits.max_value_chars), limits, "a list, tuple or dict")
@@ -472,6 +501,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
 
     code_generator_class = _GuardedCodeGenerator
     context_class = _BudgetedContext
+    template_class = _GuardedTemplate
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def __init__(self, partials: PartialSource) -> None:

@@ -208,6 +208,7 @@ PARTIALS = {
     "_partials/kilobyte.jinja": "x" * 1000,
     # Importing runs the top level, and the module keeps what it printed.
     "_partials/loud.jinja": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% macro hi() %}hi{% endmacro %}",
+    "_partials/blocky.jinja": "{% macro m() %}{{ self.b() }}{% endmacro %}{% block b %}{{ 'x' * 1000 }}{% endblock %}",
     "_partials/loud_block.jinja": "{% block b %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endblock %}",
 }
 _SHARED = "{% set a = [0] %}" + "{% set a = [a, a, a, a, a, a, a, a] %}" * 10  # 8**10 leaves, 11 lists
@@ -482,6 +483,27 @@ def test_output_limit_applies_to_all_messages_together() -> None:
     with pytest.raises(RenderError) as info:
         render_messages(templates, {}, limits=limits)
     assert info.value.extensions == {"role": "user"}
+
+
+def test_a_kept_module_counts_against_the_render_that_uses_it() -> None:
+    # Jinja keeps the imported module for later renders; its macro yields a
+    # block through the module's context, which must not count against the
+    # first render's budget forever.
+    compiled = _compile("{% from '_partials/blocky.jinja' import m %}{{ m() }}", partials=PARTIALS)
+    limits = RenderLimits(max_output_bytes=10_000)
+    for _ in range(100):
+        (message,) = render_messages([("user", compiled)], {}, limits=limits)
+        assert message.content == "x" * 1000
+    loud = _compile(
+        "{% from '_partials/blocky.jinja' import m %}{% for i in range(100) %}{{ m() }}{% endfor %}", partials=PARTIALS
+    )
+    assert "characters" in str(_render_error_of(loud, limits))
+
+
+def _render_error_of(compiled: CompiledTemplate, limits: RenderLimits) -> RenderError:
+    with pytest.raises(RenderError) as info:
+        render_messages([("user", compiled)], {}, limits=limits)
+    return info.value
 
 
 def test_render_after_a_refused_render_starts_with_a_fresh_budget() -> None:
