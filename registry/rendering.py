@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
 from io import StringIO
+from types import GeneratorType
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
@@ -48,9 +49,9 @@ from jinja2.compiler import CodeGenerator
 from jinja2.environment import Template, TemplateModule
 from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 from jinja2.loaders import BaseLoader
-from jinja2.runtime import Context, LoopContext, markup_join
+from jinja2.runtime import Context, LoopContext, Undefined, markup_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.utils import Namespace
+from jinja2.utils import Cycler, Joiner, Namespace, _PassArg
 from jinja2.visitor import NodeTransformer
 
 from registry.errors import RenderError
@@ -97,7 +98,7 @@ class RenderLimits:
 
 
 class _Budget:
-    __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars")
+    __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars", "modules")
 
     # Output does not read the clock: without loops, calls, filters,
     # includes or large operators (which all read it) a template prints at
@@ -110,12 +111,22 @@ class _Budget:
         self.deadline = time.monotonic() + limits.max_seconds
         self.max_iterations = limits.max_iterations
         self.max_chars = limits.max_work_chars
+        self.modules: dict[Template, TemplateModule] = {}  # imported partials, for this render only
 
     def spend_iteration(self) -> None:
         self.iterations += 1
         if self.iterations > self.max_iterations:
             raise SecurityError(f"rendering took more than {self.max_iterations} loop iterations and calls")
         self.check_time()
+
+    def charge(self, chars: int, iterations: int) -> None:
+        """Spend at once what building a kept module spent."""
+        self.chars += chars
+        self.iterations += iterations
+        if self.chars > self.max_chars:
+            raise SecurityError(f"rendering produced more than {self.max_chars} characters")
+        if self.iterations > self.max_iterations:
+            raise SecurityError(f"rendering took more than {self.max_iterations} loop iterations and calls")
 
     def counted(self, piece: str) -> str:
         """``piece``, once counted: generated code yields top-level output
@@ -292,21 +303,48 @@ class _BudgetedContext(Context):
         self.budget = _active_budget()
 
 
+class _KeptOutput:
+    """An imported module's output: counted when the module ran, and again
+    every time it is output (an include without context, printing the module)."""
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.pieces = pieces
+        self.size = sum(map(len, pieces))
+
+    def __iter__(self) -> Iterator[str]:
+        budget = _active_budget()
+        for piece in self.pieces:
+            yield budget.counted(piece)
+
+
 class _RunningRenderBudget:
-    """Stands in for a budget in a context that outlives its render."""
+    """Stands in for the budget in a kept module's context, which outlives
+    the render that built it (its macros can still yield a block)."""
 
     @staticmethod
     def counted(piece: str) -> str:
         return _active_budget().counted(piece)
 
 
-class _GuardedTemplate(Template):
-    """Jinja's Template; an imported module's context counts against
-    whichever render is running.
+@dataclass(frozen=True)
+class _ModuleCost:
+    """What building a module spent; charged again to every render that
+    reuses it, so that a render's outcome never depends on an earlier one."""
 
-    Jinja keeps the module of an import without context for later renders;
-    its macros can still yield through its context (``self.block()``), and
-    the render that built it is over by then."""
+    chars: int
+    iterations: int
+
+
+class _GuardedTemplate(Template):
+    """Jinja's Template, keeping imported modules only when they hold no state.
+
+    Jinja keeps a template's module (what an import, or an include without
+    context, runs) for good. A module that holds mutable state (a namespace,
+    a cycler or a joiner, which its macros can change) would carry one
+    render's, one caller's, values into the next: it is kept for one render
+    only. Any other module is kept, as Jinja keeps it (rebuilding a partial of
+    macros on every render cost more than the rest of a render's guards).
+    """
 
     def make_module(
         self,
@@ -315,9 +353,52 @@ class _GuardedTemplate(Template):
         locals: Mapping[str, Any] | None = None,  # noqa: A002
     ) -> TemplateModule:
         context = self.new_context(vars, shared, locals)
-        module = TemplateModule(self, context)  # runs the top level, counted against this render
-        context.budget = _RunningRenderBudget  # type: ignore[attr-defined]
+        module = TemplateModule(self, context, _KeptOutput(list(self.root_render_func(context))))
+        module._registry_context = context  # type: ignore[attr-defined]  # not exported: a leading underscore
         return module
+
+    def _get_default_module(self, ctx: Context | None = None) -> TemplateModule:
+        if ctx is not None and ctx.globals_keys - self.globals.keys():
+            return super()._get_default_module(ctx)  # Jinja builds a new module, never kept
+        budget = _active_budget()
+        kept = self._module
+        if kept is not None:
+            cost: _ModuleCost = kept._registry_cost  # type: ignore[attr-defined]
+            budget.charge(cost.chars, cost.iterations)
+            budget.check_time()
+            return kept
+        module = budget.modules.get(self)
+        if module is None:
+            chars, iterations = budget.chars, budget.iterations
+            module = budget.modules[self] = self.make_module()
+            context = module._registry_context  # type: ignore[attr-defined]
+            if not _holds_state(context.vars.values()):
+                module._registry_cost = _ModuleCost(budget.chars - chars, budget.iterations - iterations)  # type: ignore[attr-defined]
+                context.budget = _RunningRenderBudget
+                self._module = module
+        return module
+
+
+_STATEFUL = (Namespace, Cycler, Joiner)
+
+
+def _holds_state(values: Iterable[Any], limit: int = 10_000) -> bool:
+    """Whether ``values`` hold an object a template can change; True when
+    there are too many parts to tell."""
+    pending = list(values)
+    seen = 0
+    while pending:
+        seen += 1
+        if seen > limit:
+            return True
+        item = pending.pop()
+        if isinstance(item, _STATEFUL):
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            pending.extend(item)
+    return False
 
 
 def _measured_literal(value: Any) -> Any:
@@ -330,9 +411,18 @@ def _checked_print(value: Any) -> Any:
     """Jinja's ``finalize``: every printed value passes here before ``str()``.
     A container prints all its parts, and a nested list that shares one large
     part prints huge: measure it first."""
-    if value.__class__ is not str and isinstance(value, (list, tuple, dict, set, frozenset)):
-        limits = _active_budget().limits
-        _check_chars(_approx_size(value, limits.max_value_chars), limits, "printing a value")
+    kind = value.__class__
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    limits = _active_budget().limits
+    _check_chars(_approx_size(value, limits.max_value_chars), limits, "printing a value")
+    if not isinstance(value, (str, list, tuple, dict, set, frozenset, Undefined, TemplateModule)):
+        # Generators, functions and methods print as their memory address:
+        # output that changes from one render to the next.
+        text = str(value)
+        if _ADDRESS.search(text):
+            raise SecurityError(f"printing a {kind.__name__} shows a memory address; print what it holds instead")
+        return text
     return value
 
 
@@ -380,6 +470,12 @@ def _approx_size(value: Any, limit: int) -> int:
             pending.extend(item)
         elif isinstance(item, Namespace):  # prints its attributes like a dict
             pending.append(item._Namespace__attrs)  # type: ignore[attr-defined]
+        elif isinstance(item, int):
+            total += item.bit_length() // 3 + 1  # ints may have 65,536 bits: about 20,000 digits
+        elif isinstance(item, range):
+            total += 2 + 10 * len(item)
+        elif isinstance(item, TemplateModule) and isinstance(item._body_stream, _KeptOutput):
+            total += item._body_stream.size
         else:
             total += 8
     return total
@@ -452,6 +548,7 @@ def _estimate(kind: str, value: Any, arguments: _Arguments, limit: int) -> int:
 _NONDETERMINISTIC_FILTERS = frozenset({"random"})
 _NONDETERMINISTIC_GLOBALS = frozenset({"lipsum"})
 _SIZED_FILTERS = frozenset({"center", "indent", "replace", "batch", "slice", "wordwrap", "tojson"})
+_LAZY_FILTERS = frozenset({"map", "select", "reject", "selectattr", "rejectattr"})
 _SIZED_STR_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "translate"})
 
 
@@ -466,34 +563,64 @@ def _joined(value: Any, separator: Any, limits: RenderLimits, what: str) -> list
 
 def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a filter with a size check on its result, and a pre-check for the
-    filters whose arguments say how much memory they take."""
-    # Filters marked pass_context/pass_environment get that first.
-    offset = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
+    filters whose arguments say how much memory they take.
+
+    The wrapper takes the context, whatever the filter takes: Jinja folds a
+    filter without one into a constant at compile time, with no render's
+    limits and its result kept in the compiled code."""
+    passes = _PassArg.from_obj(func)
 
     @wraps(func)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+    def guarded(context: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _active_budget()
         budget.check_time()
         limits = budget.limits
-        value = args[offset] if len(args) > offset else None
-        rest = _Arguments(args[offset + 1 :], kwargs)
+        value = args[0] if args else None
+        rest = _Arguments(args[1:], kwargs)
         if name in _SIZED_FILTERS:
             _check_chars(_estimate(name, value, rest, limits.max_value_chars), limits, f"the {name} filter")
         elif name == "join":
             items = _joined(value, rest.get(0, "d", ""), limits, "the join filter")
-            args = (*args[:offset], items, *args[offset + 1 :])
+            args = (items, *args[1:])
         elif name == "format" and isinstance(value, str):
-            _check_format(value, [*args[offset + 1 :], *kwargs.values()], limits)
+            _check_format(value, [*args[1:], *kwargs.values()], limits)
         elif name == "sum" and not isinstance(rest.get(1, "start", 0), (int, float)):
             # Adding lists or strings with sum is quadratic; join does it in linear time.
             raise SecurityError("the sum filter adds numbers only; use join for text and lists")
-        elif isinstance(value, (list, tuple, dict, set, frozenset)):
+        elif isinstance(value, (list, tuple, dict, set, frozenset, range)):
             # Most filters print their value (upper, string, trim, ...), and a
             # nested list that shares one large part prints huge: measure first.
             _check_chars(_approx_size(value, limits.max_value_chars), limits, f"the {name} filter")
-        return _check_result(func(*args, **kwargs), limits, f"the {name} filter")
+        if name in _LAZY_FILTERS and args:
+            # They test or map item after item inside, yielding only some:
+            # each item they take is a step, as a loop's would be.
+            args = (_counted(args[0]), *args[1:])
+        if passes is _PassArg.context:
+            args = (context, *args)
+        elif passes is _PassArg.eval_context:
+            args = (context.eval_ctx, *args)
+        elif passes is _PassArg.environment:
+            args = (context.environment, *args)
+        result = func(*args, **kwargs)
+        if isinstance(result, GeneratorType):  # map, select, reject, ...: lazy, so measured item by item
+            return _metered(result, f"the {name} filter")
+        return _check_result(result, limits, f"the {name} filter")
 
+    guarded.jinja_pass_arg = _PassArg.context  # type: ignore[attr-defined]
     return guarded
+
+
+def _metered(items: Iterator[Any], what: str) -> Iterator[Any]:
+    """A lazy filter's items, each counted as work: chains such as ``map``
+    then ``list`` would otherwise build everything before any check."""
+    budget = _active_budget()
+    limit = budget.limits.max_value_chars
+    for item in items:
+        budget.check_time()
+        budget.chars += _approx_size(item, limit)
+        if budget.chars > budget.max_chars:
+            raise SecurityError(f"{what} produced more than {budget.max_chars} characters")
+        yield item
 
 
 class TemplateEnvironment(ImmutableSandboxedEnvironment):

@@ -209,6 +209,8 @@ PARTIALS = {
     # Importing runs the top level, and the module keeps what it printed.
     "_partials/loud.jinja": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% macro hi() %}hi{% endmacro %}",
     "_partials/blocky.jinja": "{% macro m() %}{{ self.b() }}{% endmacro %}{% block b %}{{ 'x' * 1000 }}{% endblock %}",
+    "_partials/state.jinja": "{% set ns = namespace(v='(none)') %}",
+    "_partials/kilobyte_module.jinja": "x" * 1000 + "{% macro hi() %}hi{% endmacro %}",
     "_partials/loud_block.jinja": "{% block b %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endblock %}",
 }
 _SHARED = "{% set a = [0] %}" + "{% set a = [a, a, a, a, a, a, a, a] %}" * 10  # 8**10 leaves, 11 lists
@@ -396,6 +398,21 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
         ("{% extends '_partials/loud_block.jinja' %}{% block b %}{% set y = super() %}{% endblock %}", "characters"),
         (_SHARED + "{{ a == a | list }}", "a list, tuple or dict"),  # comparing it took 10 s
         ("{% set ns = namespace(v=[0] * 1000) %}{{ [ns, ns, ns] * 1000 }}", "characters"),
+        (
+            "{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' without context %}{% endfor %}",
+            "characters",
+        ),
+        (
+            "{% import '_partials/kilobyte_module.jinja' as m %}{% for i in range(100000) %}{{ m }}{% endfor %}",
+            "characters",
+        ),
+        (
+            "{% set b = 2 ** 32000 %}{{ [" + "b, " * 120 + "] | length }}",  # ints print long
+            "a list",
+        ),
+        ("{{ range(100000) | map('string') | map('center', 5000) | list | length }}", "characters"),
+        ("{{ range(100000) | map('string') | map('center', 5000) | join | length }}", "characters"),
+        ("{{ xs | map('upper') }}", "memory address"),
         ("{% set l = [''] * 170000 %}{{ {}.fromkeys(range(1000), [l]) | length }}", "calling fromkeys"),
         (
             "{% macro m() %}{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' %}{% endfor %}"
@@ -406,6 +423,47 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
 )
 def test_runaway_template_is_refused(source: str, fragment: str) -> None:
     assert fragment in str(_render_error(source, partials=PARTIALS))
+
+
+def test_an_imported_module_is_not_shared_between_renders() -> None:
+    # Jinja keeps a module for good: one caller's inputs reached the next.
+    compiled = _compile(
+        "{% import '_partials/state.jinja' as m %}{% set ns = m.ns %}previous={{ ns.v }}{% set ns.v = secret %}",
+        partials=PARTIALS,
+    )
+    for secret in ("alice-token", "bob-token"):
+        (message,) = render_messages([("user", compiled)], {"secret": secret}, limits=RenderLimits())
+        assert message.content == "previous=(none)"
+
+
+def test_a_kept_module_costs_every_render_what_it_cost_the_first() -> None:
+    # 1,000 characters for the module, 3,000 for the set block: over 4,000.
+    compiled = _compile(
+        "{% from '_partials/kilobyte_module.jinja' import hi %}{% set s %}" + "{{ 'y' * 300 }}" * 10 + "{% endset %}ok",
+        partials=PARTIALS,
+    )
+    limits = RenderLimits(max_output_bytes=1000)
+    for _ in range(2):  # the second render reuses the module, and fails alike
+        with pytest.raises(RenderError, match="produced more than 4000 characters"):
+            render_messages([("user", compiled)], {}, limits=limits)
+
+
+def test_filters_are_not_folded_into_constants_past_the_limits() -> None:
+    # Folded at compile time, a filter ran with default limits and its result
+    # was kept in the compiled code.
+    error = _render_error(
+        "{% set a = 'x' | center(1000000) %}{{ a | length }}", limits=RenderLimits(max_output_bytes=10_000)
+    )
+    assert "center filter" in str(error)
+
+
+def test_each_item_a_lazy_filter_takes_is_a_step() -> None:
+    # reject tests item after item inside and may yield none: without steps,
+    # neither the iteration budget nor the clock saw it (41 s for one reject
+    # of 100,000 items against a 99,000-item list).
+    source = "{{ range(20000) | reject('in', [1, 2, 3]) | list | length }}"
+    assert "loop iterations" in str(_render_error(source, limits=RenderLimits(max_iterations=1000)))
+    assert _render(source, limits=RenderLimits(max_iterations=20_001)) == "19997"
 
 
 def test_guards_own_filters_are_not_for_templates() -> None:
@@ -602,6 +660,11 @@ def _bypass(source: str, name: str) -> Any:
             "super() of a block that prints a lot",
         ),
         _bypass(_SHARED, "a literal sharing one list many times"),
+        _bypass(
+            "{% for i in range(100000) %}{% include '_partials/kilobyte.jinja' without context %}{% endfor %}",
+            "a partial included without context many times",
+        ),
+        _bypass("{{ range(100000) | map('string') | map('center', 5000) | list | length }}", "a lazy filter chain"),
     ],
 )
 def test_refused_operation_never_allocates_far_beyond_the_limit(source: str) -> None:
