@@ -403,7 +403,7 @@ def _holds_state(values: Iterable[Any], limit: int = 10_000) -> bool:
 
 def _measured_literal(value: Any) -> Any:
     limits = _active_budget().limits
-    _check_chars(_approx_size(value, limits.max_value_chars), limits, "a list, tuple or dict")
+    _check_measured(value, limits, "a list, tuple or dict")
     return value
 
 
@@ -415,7 +415,7 @@ def _checked_print(value: Any) -> Any:
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
     limits = _active_budget().limits
-    _check_chars(_approx_size(value, limits.max_value_chars), limits, "printing a value")
+    _check_measured(value, limits, "printing a value")
     if not isinstance(value, (str, list, tuple, dict, set, frozenset, Undefined, TemplateModule)):
         # Generators, functions and methods print as their memory address:
         # output that changes from one render to the next.
@@ -446,7 +446,7 @@ def _guarded_concat(context: Any, parts: Sequence[Any]) -> str:
     budget = _active_budget()
     budget.check_time()
     limits = budget.limits
-    _check_chars(_approx_size(parts, limits.max_value_chars), limits, "the ~ operator")
+    _check_measured(parts, limits, "the ~ operator")
     # As Jinja's own ~: Markup stays Markup (and the rest is escaped) under autoescape.
     joined = markup_join(parts) if context.eval_ctx.autoescape else "".join(map(str, parts))
     return _check_result(joined, limits, "the ~ operator")
@@ -486,12 +486,17 @@ def _check_chars(size: int, limits: RenderLimits, what: str) -> None:
         raise SecurityError(f"{what} would produce about {size} characters; the limit is {limits.max_value_chars}")
 
 
+def _check_measured(value: Any, limits: RenderLimits, what: str) -> None:
+    """Refuse ``value`` when it would print longer than one value may."""
+    _check_chars(_approx_size(value, limits.max_value_chars), limits, what)
+
+
 def _check_result(value: Any, limits: RenderLimits, what: str) -> Any:
     if isinstance(value, (str, bytes)):
         _check_chars(len(value), limits, what)
     elif isinstance(value, (list, tuple, dict, set, frozenset)):
         # Measured through: dict.fromkeys(keys, shared) is small by length only.
-        _check_chars(_approx_size(value, limits.max_value_chars), limits, what)
+        _check_measured(value, limits, what)
     elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64 * 1024:
         raise SecurityError(f"{what} produced an integer of {value.bit_length()} bits")
     return value
@@ -590,7 +595,7 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
         elif isinstance(value, (list, tuple, dict, set, frozenset, range)):
             # Most filters print their value (upper, string, trim, ...), and a
             # nested list that shares one large part prints huge: measure first.
-            _check_chars(_approx_size(value, limits.max_value_chars), limits, f"the {name} filter")
+            _check_measured(value, limits, f"the {name} filter")
         if name in _LAZY_FILTERS and args:
             # They test or map item after item inside, yielding only some:
             # each item they take is a step, as a loop's would be.
