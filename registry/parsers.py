@@ -8,7 +8,11 @@ stable ``reason`` and an ``observation``: a message written for the model,
 telling it what to do differently.
 
 - ``react_text``: ``Thought:`` / ``Action:`` / ``Action Input:`` /
-  ``Final Answer:`` lines (markers count at the start of a line only).
+  ``Final Answer:`` lines (markers count at the start of a line only). An
+  Action Input starting with ``{`` or ``[`` must be a JSON object; one that is
+  exactly a JSON string (``"SF weather"``) is the text it decodes to; anything
+  else, an unclosed quote included, is plain text taken as written. Text goes
+  to the tool's one required parameter (or its only one, or ``input``).
 - ``react_json``: ``{"thought", "action": {"tool_name", "tool_params":
   [{"name", "value"}]} | null, "answer": ... | null}``.
 - ``json``: the whole output (optionally in a code fence) as JSON, checked
@@ -207,6 +211,15 @@ class OutputParser:
             return ParseError(
                 "invalid_action_input", "The Action Input must be a JSON object of the tool's parameters."
             )
+        if body[:1] == '"':
+            # Models quote a text input as a JSON string: the text is what it
+            # decodes to. A quote that does not make one JSON string is prose.
+            try:
+                value = json.loads(body)
+            except ValueError:
+                value = None
+            if isinstance(value, str):
+                body = value
         # Plain text: the tool's one required parameter, or its only one, or "input".
         return {tool.text_parameter: body}
 

@@ -120,6 +120,18 @@ REACT_TEXT: list[tuple[str, ToolCall | FinalAnswer | str]] = [
     ),
     ('Action: search\nAction Input: {"query": "a"} and then some prose', error("invalid_action_input")),
     ("Action: search now please\nAction Input: x", error("unknown_tool")),
+    # An input that is exactly one JSON string is that string, decoded.
+    ('Action: search\nAction Input: "SF weather"', call("search", {"query": "SF weather"})),
+    ('Action: search\nAction Input:   "padded"  \n', call("search", {"query": "padded"})),
+    ('Action: search\nAction Input: "say \\"hi\\" \\\\ then\\tgo"', call("search", {"query": 'say "hi" \\ then\tgo'})),
+    ('Action: search\nAction Input: "caf\\u00e9 \\ud83d\\ude00"', call("search", {"query": "café 😀"})),
+    ('Action: search\nAction Input: ```json\n"fenced string"\n```', call("search", {"query": "fenced string"})),
+    ('Action: search\nAction Input: ""', error("invalid_arguments")),  # minLength
+    ('Action: get_issue\nAction Input: "42"', error("invalid_arguments")),  # a JSON string is not an integer
+    # Anything else that starts with a quote is plain text, taken as written.
+    ('Action: search\nAction Input: "SF weather', call("search", {"query": '"SF weather'})),
+    ('Action: search\nAction Input: "Hello" in French', call("search", {"query": '"Hello" in French'})),
+    ('Action: search\nAction Input: "a\\qb"', call("search", {"query": '"a\\qb"'})),  # not a JSON escape
 ]
 
 REACT_JSON: list[tuple[str, ToolCall | FinalAnswer | str]] = [
