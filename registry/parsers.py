@@ -200,7 +200,7 @@ class OutputParser:
         body = _unfenced(text).strip()
         if body[:1] in ("{", "["):
             try:
-                value = json.loads(body)
+                value = _loads(body)
             except ValueError as exc:
                 return ParseError(
                     "invalid_action_input",
@@ -215,9 +215,11 @@ class OutputParser:
             # Models quote a text input as a JSON string: the text is what it
             # decodes to. A quote that does not make one JSON string is prose.
             try:
-                value = json.loads(body)
-            except ValueError:
+                value = _loads(body)
+            except json.JSONDecodeError:
                 value = None
+            except ValueError as exc:
+                return ParseError("invalid_action_input", f"The Action Input is not valid JSON ({exc}).")
             if isinstance(value, str):
                 body = value
         # Plain text: the tool's one required parameter, or its only one, or "input".
@@ -230,7 +232,7 @@ class OutputParser:
         if self.strip_code_fences:
             text = _unfenced(text).strip()
         try:
-            value = json.loads(text)
+            value = _loads(text)
         except ValueError as exc:
             hint = " Reply with the JSON object alone, without a code fence." if text.startswith("```") else ""
             return ParseError(
@@ -297,7 +299,7 @@ class OutputParser:
     def _json(self, output: str) -> ParseResult:
         text = _unfenced(output.strip()).strip()
         try:
-            value = json.loads(text)
+            value = _loads(text)
         except ValueError as exc:
             return ParseError(
                 "invalid_json", f"Your reply is not valid JSON ({_json_problem(exc)}). Reply with JSON only."
@@ -349,5 +351,41 @@ def _joined(texts: list[str] | None) -> str | None:
     return "\n".join(t for t in texts if t) or None if texts else None
 
 
+# Escapes that may decode to a lone surrogate: only then is a value walked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, also raising ``ValueError`` for JSON nested past
+    Python's recursion limit and for ``\\ud800``-``\\udfff`` escapes that
+    decode to a lone surrogate, which no UTF-8 text (a tool's argument, an
+    HTTP answer) can hold."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
+        raise ValueError("an unpaired surrogate, a \\ud800-\\udfff escape")
+    return value
+
+
+def _holds_surrogate(value: Any) -> bool:
+    """Whether a string anywhere in decoded JSON, a key included, is not valid Unicode."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def _json_problem(exc: ValueError) -> str:
-    return str(exc).split(":", 1)[0] if isinstance(exc, json.JSONDecodeError) else "not JSON"
+    return str(exc).split(":", 1)[0] if isinstance(exc, json.JSONDecodeError) else str(exc)

@@ -132,6 +132,9 @@ REACT_TEXT: list[tuple[str, ToolCall | FinalAnswer | str]] = [
     ('Action: search\nAction Input: "SF weather', call("search", {"query": '"SF weather'})),
     ('Action: search\nAction Input: "Hello" in French', call("search", {"query": '"Hello" in French'})),
     ('Action: search\nAction Input: "a\\qb"', call("search", {"query": '"a\\qb"'})),  # not a JSON escape
+    # JSON that decodes to a lone surrogate is no text a tool (or a JSON answer) can carry.
+    ('Action: search\nAction Input: "\\ud800"', error("invalid_action_input")),
+    ('Action: search\nAction Input: {"query": "x\\udfff"}', error("invalid_action_input")),
 ]
 
 REACT_JSON: list[tuple[str, ToolCall | FinalAnswer | str]] = [
@@ -231,6 +234,9 @@ REACT_JSON: list[tuple[str, ToolCall | FinalAnswer | str]] = [
         call("search", {"query": "a"}, "t"),
     ),
     ('{"thought": "t", "action": null, "answer": "x"}{"thought": "again"}', error("invalid_json")),
+    ('{"thought": "t", "action": null, "answer": "\\ud83d\\ude00"}', answer("\U0001f600", "t")),  # a pair
+    ('{"thought": "t", "action": null, "answer": "\\ud83d"}', error("invalid_json")),  # a lone half
+    ('{"thought": "\\udc00", "action": null, "answer": "x"}', error("invalid_json")),
 ]
 
 
@@ -294,6 +300,20 @@ def test_json_parser() -> None:
     assert _outcome(parser.parse("Here you go: {}")) == "invalid_json"
     bare = OutputParser.from_definition({"output_parser": {"type": "json"}})
     assert bare.parse("[1, 2]") == FinalAnswer("[1, 2]", data=[1, 2])
+    assert _outcome(bare.parse('{"\\ud800": 1}')) == "invalid_json"  # a key with a lone surrogate
+    assert bare.parse('"\\\\ud800"') == FinalAnswer('"\\\\ud800"', data="\\ud800")  # an escaped backslash
+
+
+def test_json_nested_past_pythons_recursion_limit_is_a_parse_error() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    replies = {
+        "react_text": f"Action: search\nAction Input: {deep}",
+        "react_json": f'{{"thought": "t", "action": null, "answer": {deep}}}',
+        "json": deep,
+    }
+    for kind, reply in replies.items():
+        result = _parser(kind).parse(reply)
+        assert isinstance(result, ParseError) and "nested too deeply" in result.observation, kind
 
 
 def test_text_parser_and_the_default() -> None:
@@ -330,6 +350,11 @@ def agents_repo(repo: LibraryRepo) -> LibraryRepo:
         ("react_text", "Thought: done\nFinal Answer: The cache key changed."),
         ("react_json", '```json\n{"thought": "t", "action": {"tool_name": "list_directory"}, "answer": null}\n```'),
         ("react_json", '{"thought": "t", "action": {"tool_name": "read_file", "tool_params": []}, "answer": null}'),
+        (
+            "react_json",
+            '{"thought": "t", "action": {"tool_name": "read_file", "tool_params": [{"name": "path", "value": "\\ud800"}]},'
+            ' "answer": null}',
+        ),
         ("tools_triage", "Labels: bug, editor. Priority: P2."),
     ],
 )
