@@ -32,7 +32,7 @@ with jsonschema alone, and so do comparisons of ints past 2**53.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -44,7 +44,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from registry.models import Issue, json_pointer, shorten
+from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 
 _BASE_URI = "urn:prompt-registry:inputs"
 _RE2_OPTIONS = re2.Options()
@@ -321,7 +321,8 @@ class InputsSchema:
             return [Issue(message="inputs are nested too deeply to validate")]
         except Unresolvable:  # every reference was resolved at load; kept as a last line
             return [Issue(message="the inputs schema has a reference that does not resolve")]
-        return [issue for error in errors for issue in _issues_of(error)]
+        suggestions = _Suggestions(_MAX_SUGGESTIONS)
+        return [issue for error in errors for issue in _issues_of(error, suggestions)]
 
     @property
     def has_fast_path(self) -> bool:
@@ -362,7 +363,26 @@ def _input_pointer(path: tuple[str | int, ...]) -> str:
     return json_pointer(tuple(shorten(p) if isinstance(p, str) else p for p in path))
 
 
-def _issues_of(error: ValidationError) -> list[Issue]:
+# Suggesting a name compares it with every declared one, and one request may
+# send thousands of unexpected inputs: only the first ones get a suggestion.
+_MAX_SUGGESTIONS = 20
+
+
+class _Suggestions:
+    """Did-you-mean hints for unexpected inputs, at most ``limit`` per validation."""
+
+    def __init__(self, limit: int) -> None:
+        self._left = limit
+
+    def hint(self, name: str, declared: Collection[str]) -> str | None:
+        """The declared input most like ``name``, as a "did you mean", or None."""
+        if self._left <= 0 or not declared:
+            return None
+        self._left -= 1
+        return did_you_mean(close_matches(name, declared, limit=1))
+
+
+def _issues_of(error: ValidationError, suggestions: _Suggestions) -> list[Issue]:
     path = tuple(error.absolute_path)
     if error.validator == "required" and isinstance(error.instance, dict):
         return [
@@ -372,8 +392,16 @@ def _issues_of(error: ValidationError) -> list[Issue]:
         ]
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
+        properties = schema.get("properties")
+        # An input the caller already gives is no suggestion for another one.
+        declared = [p for p in properties if p not in error.instance] if isinstance(properties, dict) else []
         return [
-            Issue(message=f"unexpected input {shorten(name)!r}", path=_input_pointer(path + (name,)))
+            Issue(message=_unexpected(name, suggestions.hint(name, declared)), path=_input_pointer(path + (name,)))
             for name in additional_keys(error.instance, schema)
         ]
     return [Issue(message=shorten(error.message, 300), path=_input_pointer(path))]
+
+
+def _unexpected(name: str, hint: str | None) -> str:
+    message = f"unexpected input {shorten(name)!r}"
+    return f"{message} ({hint})" if hint else message

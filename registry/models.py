@@ -6,7 +6,9 @@ that gives the JSON shape the API uses.
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -22,6 +24,19 @@ def shorten(text: object, limit: int = 80) -> str:
     quoted in a message stays short whatever its size."""
     text = str(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def close_matches(word: str, candidates: Iterable[str], *, limit: int = 3) -> list[str]:
+    """The candidates most like ``word``, best first (at most ``limit``): what
+    a "did you mean" may suggest. Similarity is difflib's ratio, at least 0.6."""
+    return difflib.get_close_matches(word, list(candidates), n=limit, cutoff=0.6)
+
+
+def did_you_mean(matches: Sequence[str]) -> str | None:
+    """``did you mean 'x'?`` for the best of ``matches`` (from ``close_matches``),
+    or None when there is none."""
+    # Long enough for any usecase/name; an author's own name may be longer.
+    return f"did you mean {shorten(matches[0], 160)!r}?" if matches else None
 
 
 def json_pointer(path: tuple[str | int, ...]) -> str:

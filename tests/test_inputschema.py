@@ -38,6 +38,37 @@ def test_every_issue_is_reported_with_its_path() -> None:
     assert any(path == "/n" for path, _ in issues)
 
 
+def test_an_unexpected_input_names_the_closest_declared_one() -> None:
+    schema = InputsSchema(
+        {**_schema(question={"type": "string"}, rules={"type": "array"}), "additionalProperties": False}
+    )
+    (issue,) = schema.issues({"questoin": "Q"})
+    assert (issue.path, issue.message) == ("/questoin", "unexpected input 'questoin' (did you mean 'question'?)")
+    (issue,) = schema.issues({"nested": {"deep": 1}})
+    assert issue.message == "unexpected input 'nested'"
+
+
+def test_an_input_already_given_is_not_suggested_for_another() -> None:
+    schema = InputsSchema({**_schema(question={"type": "string"}), "additionalProperties": False})
+    (issue,) = schema.issues({"question": "Q", "questoin": "Q"})
+    assert issue.message == "unexpected input 'questoin'"
+
+
+def test_nested_unexpected_inputs_are_matched_against_their_own_object() -> None:
+    schema = InputsSchema(
+        _schema(opts={"type": "object", "properties": {"tone": {"type": "string"}}, "additionalProperties": False})
+    )
+    (issue,) = schema.issues({"opts": {"toen": "dry"}})
+    assert (issue.path, issue.message) == ("/opts/toen", "unexpected input 'toen' (did you mean 'tone'?)")
+
+
+def test_only_the_first_unexpected_inputs_get_a_suggestion() -> None:
+    schema = InputsSchema({**_schema(question={"type": "string"}), "additionalProperties": False})
+    issues = schema.issues({f"question{i:03}": i for i in range(100)})
+    suggested = [i for i in issues if "did you mean" in i.message]
+    assert len(issues) == 100 and 0 < len(suggested) < 100
+
+
 def test_local_references_resolve() -> None:
     schema = InputsSchema({**_schema(x={"$ref": "#/$defs/word"}), "$defs": {"word": {"type": "string"}}})
     assert schema.issues({"x": "ok"}) == []
