@@ -21,6 +21,7 @@ Every problem is reported as an ``Issue`` with a line and column.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +136,10 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
         root = yaml.compose(text, Loader=_DefinitionLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if _is_indenting_tab(text, mark):
+            # libyaml words this a few ways, none of them naming the fix.
+            issue = _issue("tabs are not allowed in YAML indentation", mark, hint="indent with spaces")
+            raise YamlError([issue]) from exc
         problem = exc.problem or exc.context or "invalid YAML"
         raise YamlError([_issue(f"YAML syntax error: {problem}", mark)]) from exc
     except yaml.reader.ReaderError as exc:
@@ -228,6 +233,20 @@ def _measure(root: yaml.Node, limits: YamlLimits) -> None:
         return size, depth
 
     measure(root)
+
+
+# What YAML 1.1 (libyaml) counts as a line break.
+_LINE_BREAK = re.compile(r"\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def _is_indenting_tab(text: str, mark: Any) -> bool:
+    """Whether ``mark`` is at a tab with only indentation before it on its
+    line: spaces, tabs and the ``-`` of block sequence entries."""
+    if mark is None:
+        return False
+    lines = _LINE_BREAK.split(text, maxsplit=mark.line + 1)
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    return line[mark.column : mark.column + 1] == "\t" and not line[: mark.column].strip(" \t-")
 
 
 def _line_and_column(text: str, offset: int) -> tuple[int, int]:

@@ -341,6 +341,29 @@ def test_syntax_error_has_a_line_and_column() -> None:
     assert issue.line is not None and issue.column is not None
 
 
+@pytest.mark.parametrize(
+    ("data", "line", "column"),
+    [
+        (b"name: x\nprompt_templates:\n\tsystem: hi\n", 3, 1),
+        (b"a:\n  b: 1\n\tc: 2\n", 3, 1),
+        (b"a:\n \tb: 1\n", 2, 2),
+        (b"a: |\n  x\n\ty\n", 3, 1),
+        (b"- a\n-\tb\n", 2, 2),
+        (b"a: 1\r\n\tb: 2\r\n", 2, 1),
+    ],
+    ids=["mapping", "under-a-mapping", "after-spaces", "block-scalar", "sequence-entry", "crlf"],
+)
+def test_a_tab_in_indentation_is_named_with_its_line_and_column(data: bytes, line: int, column: int) -> None:
+    issue = _only_issue(data)
+    assert (issue.message, issue.line, issue.column) == ("tabs are not allowed in YAML indentation", line, column)
+    assert issue.hint == "indent with spaces" and issue.rule == "yaml-syntax"
+
+
+def test_tabs_elsewhere_are_fine_or_another_error() -> None:
+    assert parse_yaml(b"a:\tb\nc: [1,\t2]\n").value == {"a": "b", "c": [1, 2]}
+    assert _only_issue(b"a: b\tc: d\n").message.startswith("YAML syntax error:")
+
+
 def test_every_structural_problem_is_reported_at_once() -> None:
     issues = _issues(b"a: 1\na: 2\n1: x\nb: !!binary aGk=\nc: .inf\n")
     messages = [i.message for i in issues]
