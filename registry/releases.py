@@ -127,6 +127,10 @@ class ChannelSelector:
 
 Selector = LatestSelector | ExactSelector | RangeSelector | ChannelSelector
 _HELP = "give an exact version (v1.2.0), a range (^1.2, ~1.2.3, >=1.1.0 <2.0.0), a channel (@production) or latest"
+_NOT_COMMITS = "releases are version tags, ranges or channels, never commits"
+# An abbreviated (git's default: 7 hex digits) or full commit id. Made only of
+# digits it is also a valid range (a major version), so it is read as one.
+_COMMIT_ID = re.compile(r"[0-9a-fA-F]{7,40}", re.ASCII)
 
 
 def parse_selector(text: str | None, *, allow_channels: bool = True) -> Selector:
@@ -170,7 +174,11 @@ def _parse_range(text: str) -> nodesemver.Range:
     try:
         return nodesemver.make_range(text, loose=False)
     except (ValueError, TypeError) as exc:
-        raise InvalidRequest(f"release {shorten(text)!r} is not a release: {_HELP}", parameter="release") from exc
+        if _COMMIT_ID.fullmatch(text):
+            detail = f"release {text!r} looks like a commit id: {_NOT_COMMITS}; {_HELP}"
+        else:
+            detail = f"release {shorten(text)!r} is not a release: {_HELP}"
+        raise InvalidRequest(detail, parameter="release") from exc
 
 
 def _sort_key(release: Release) -> tuple[bool, Version | None, str]:
@@ -209,8 +217,11 @@ class ReleaseIndex:
                 version = parse_version(release.tag)
                 if version is not None and selector.matches(version):
                     return release
+            detail = f"no release matches {shorten(selector.text)!r}"
+            if _COMMIT_ID.fullmatch(selector.text):
+                detail += f" (if that is a commit id: {_NOT_COMMITS})"
             raise ReleaseNotFound(
-                f"no release matches {shorten(selector.text)!r}",
+                detail,
                 requested=selector.text,
                 available=self.tags(),
             )

@@ -105,6 +105,26 @@ def test_anything_else_is_an_invalid_request(text: str) -> None:
         parse_selector(text)
 
 
+@pytest.mark.parametrize("text", ["1a2b3c4", "DEADBEEF", "b31db9a3e999d9a92836fd7115b81a217a311f1a"])
+def test_a_commit_id_is_refused_as_one(text: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_selector(text)
+    assert caught.value.detail.startswith(
+        f"release {text!r} looks like a commit id: releases are version tags, ranges or channels, never commits; "
+    )
+    assert caught.value.extensions == {"parameter": "release"}
+
+
+def test_a_commit_id_of_digits_reads_as_a_range_and_says_commits_are_not_releases() -> None:
+    with pytest.raises(ReleaseNotFound) as caught:
+        _index("v1.0.0").resolve(parse_selector("1234567"))
+    assert caught.value.detail == (
+        "no release matches '1234567' (if that is a commit id: releases are version tags, ranges or channels,"
+        " never commits)"
+    )
+    assert _index("v1.0.0", "v20240101.0.0").resolve(parse_selector("20240101")).tag == "v20240101.0.0"
+
+
 # --- ranges -----------------------------------------------------------------------------------
 
 
