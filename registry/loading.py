@@ -21,7 +21,8 @@ from jinja2 import TemplateNotFound
 
 from registry.definition import CompiledAgent, compile_definition, definition_digest
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError
-from registry.models import Issue, encode_json, shorten
+from registry.models import Issue, Release, close_matches, did_you_mean, encode_json, shorten
+from registry.releases import WORKTREE_TAG
 from registry.rendering import TemplateEnvironment
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.store import Tree
@@ -159,6 +160,18 @@ class ReleaseCatalog:
         """
         relative = f"{usecase}/{name}{DEFINITION_SUFFIX}"
         return self._load_isolated(usecase, name, relative)
+
+    def agent_not_found(self, usecase: str, name: str, *, release: Release) -> AgentNotFound:
+        """The error for an agent this tree has no definition of: it names
+        ``release`` and suggests the agents of the tree with the closest names."""
+        where = "in the working tree" if release.tag == WORKTREE_TAG else f"in release {release.tag}"
+        suggestions = _close_agents(usecase, name, self.agent_names())
+        detail = f"agent {usecase}/{name} does not exist {where}"
+        hint = did_you_mean(suggestions)
+        if hint:
+            detail += f"; {hint}"
+            return AgentNotFound(detail, usecase=usecase, name=name, suggestions=suggestions)
+        return AgentNotFound(detail, usecase=usecase, name=name)
 
     def encode(self, result: LoadedAgent | InvalidDefinition) -> bytes:
         """A load's outcome as a shared-cache record."""
@@ -303,6 +316,22 @@ def _texts(files: Mapping[str, bytes]) -> dict[str, str]:
 
 def _with_file(issue: Issue, path: str) -> Issue:
     return replace(issue, file=path)
+
+
+def _close_agents(usecase: str, name: str, agents: list[tuple[str, str]]) -> list[str]:
+    """The agents most like ``usecase/name``, best first, as ``usecase/name``:
+    close in both usecase and name, then of the same name in another usecase.
+
+    The usecase and the name are matched each on its own: compared whole,
+    ``support/xyz`` would look like ``support/abc`` for the usecase alone.
+    """
+    usecases = close_matches(usecase, sorted({u for u, _ in agents}))
+    found = []
+    for close_usecase in usecases:
+        names = close_matches(name, [n for u, n in agents if u == close_usecase])
+        found.extend(f"{close_usecase}/{close_name}" for close_name in names)
+    found.extend(f"{u}/{n}" for u, n in agents if n == name and u not in usecases)
+    return found[:3]
 
 
 def _agent_paths(tree: Tree) -> list[tuple[str, str, str]]:

@@ -33,7 +33,7 @@ from registry.bundle import BundleRelease, encode_bundle
 from registry.cache import AgentKey, ContentCache, MemoryTier
 from registry.channels import ChannelTable
 from registry.diff import LibraryDiff, diff_catalogs
-from registry.errors import InvalidDefinition, NotFound, NotReady, ReleaseNotFound
+from registry.errors import AgentNotFound, InvalidDefinition, NotFound, NotReady, ReleaseNotFound
 from registry.events import ReleaseChange, ReleaseEvents
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
 from registry.metrics import Metrics
@@ -233,7 +233,13 @@ class RegistryService:
         """One agent's definition at a release."""
         check_agent_name(usecase, name)
         resolution = self.resolve(release)
-        loaded = self._load(self._catalog(resolution.release), usecase, name)
+        catalog = self._catalog(resolution.release)
+        try:
+            loaded = self._load(catalog, usecase, name)
+        except AgentNotFound:
+            # A catalog serves every tag of its commit: only the request knows
+            # which release it named.
+            raise catalog.agent_not_found(usecase, name, release=resolution.release) from None
         if isinstance(loaded, InvalidDefinition):
             # A fresh exception each time: re-raising one instance would grow
             # its traceback with every request.
