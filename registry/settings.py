@@ -15,7 +15,7 @@ import time.
     REGISTRY_CHANNELS_FILE          channels.yml        channels file at the root of the default branch
     REGISTRY_DATA_DIR               (none)              where the registry keeps state (first-seen tag commits)
     REGISTRY_HOST                   127.0.0.1           address to listen on
-    REGISTRY_PORT                   8080                port to listen on
+    REGISTRY_PORT                   8080                port to listen on (0: any free port)
     REGISTRY_WORKERS                2                   server worker processes
     REGISTRY_THREADS                4                   threads per worker
     REGISTRY_MAX_DEFINITION_BYTES   262144              largest definition or partial file
@@ -32,8 +32,9 @@ import time.
     REGISTRY_API_TOKENS             (none)              comma-separated bearer tokens required for /v1
     REGISTRY_ADMIN_TOKENS           (none)              comma-separated bearer tokens for /v1/admin
 
-With neither a repository nor a worktree, the bundled ``library/`` is served
-as a worktree.
+With neither a repository nor a worktree, ``create_app`` serves the bundled
+``library/`` as a worktree; the CLI chooses its library by its own rule
+(``registry.cli``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from urllib.parse import unquote
 from registry.errors import ConfigurationError
 from registry.mirror import redact
 
-BUNDLED_LIBRARY = Path(__file__).resolve().parent.parent / "library"
+# registry/library links to the checkout's library/ and is a copy of it in a
+# wheel (package data): the same path either way.
+BUNDLED_LIBRARY = Path(__file__).resolve().parent / "library"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _REDIS_PREFIX_SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,64}", re.ASCII)
 _MIN_TOKEN_LENGTH = 16
@@ -99,13 +102,13 @@ class Settings:
             raise ConfigurationError("sync interval must be between 1 and 86400 seconds")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
             raise ConfigurationError(f"root {self.root!r} must be a relative path inside the repository")
-        for name in ("port", "workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
+        for name in ("workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive number")
         if not 0 < self.max_render_seconds <= 60:
             raise ConfigurationError("max_render_seconds must be more than 0 and at most 60")
-        if self.port > 65535:
-            raise ConfigurationError("port must be at most 65535")
+        if not 0 <= self.port <= 65535:
+            raise ConfigurationError("port must be between 0 (any free port) and 65535")
         if self.log_level not in _LOG_LEVELS:
             raise ConfigurationError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
         if self.redis_url is not None:
