@@ -1,9 +1,21 @@
 """The ``prompt-registry`` command.
 
 Subcommands call the service (or, for ``serve``, start the server) directly;
-only ``export --url`` talks to a running registry, over HTTP. Exit codes: 0 success, 1 the
-thing asked for does not exist (a release, a channel), 2 bad usage or
-configuration.
+only ``export --url`` talks to a running registry, over HTTP.
+
+Which library a command reads follows one rule, the same for every command:
+``--repo PATH``, else ``REGISTRY_REPO``, else the git checkout that holds the
+current directory. Commands that read files rather than releases (``lint``,
+``test``, ``new``, and ``render``/``parse`` without ``--release``) fall back
+to the current directory when there is no checkout; ``serve`` falls back to
+the bundled example (``--example``), and says so; the others stop with a
+message saying where they looked.
+
+Exit codes: 0 success; 1 a check failed or the thing asked for does not exist
+(a release, a channel, an agent); 2 bad usage or configuration; 3 an internal
+error (a bug: reported in one line, never a traceback); 130 interrupted;
+141 the reader of the output went away (``| head``), as for a process killed
+by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -12,15 +24,19 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from registry import authoring
 from registry.bundle import Bundle
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
-from registry.examples import report_text, run_examples
+from registry.examples import GOLDEN_SUFFIX, report_text, run_examples
 from registry.lint import DEFAULT_ROOT, lint
 from registry.lintformat import FORMATS, render_report
 from registry.metricsdir import prepare_metrics_directory
@@ -31,13 +47,28 @@ if TYPE_CHECKING:
     from registry.service import RegistryService
 
 
+LIBRARY_HELP = "the prompt library, a git checkout (default: the one holding the current directory) [REGISTRY_REPO]"
+_NOT_IN_A_LIBRARY = (
+    "no prompt library here: {cwd} is not inside a git checkout; run this inside one, or give --repo PATH"
+    " (or REGISTRY_REPO)"
+)
+_INTERNAL_ERROR = 3
+_INTERRUPTED = 130
+_OUTPUT_CLOSED = 141
+
+
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--repo", metavar="PATH", help="git repository whose release tags are served [REGISTRY_REPO]")
+    source.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     source.add_argument(
         "--worktree", metavar="DIR", help="plain directory served as one release named 'worktree' [REGISTRY_WORKTREE]"
     )
     source.add_argument("--remote", metavar="URL", help="git URL to mirror and serve [REGISTRY_REMOTE]")
+    source.add_argument(
+        "--example",
+        action="store_true",
+        help="the bundled example library, as a temporary git repository tagged v1.0.0 and v1.1.0",
+    )
     parser.add_argument("--root", help="agents root inside the repository (default ai_gateway/agents) [REGISTRY_ROOT]")
     parser.add_argument(
         "--channels-file", help="channels file on the default branch (default channels.yml) [REGISTRY_CHANNELS_FILE]"
@@ -53,16 +84,18 @@ def _parser() -> argparse.ArgumentParser:
         description="A git-native, release-pinned registry of agent prompt definitions."
         " Every option falls back to its environment variable (REGISTRY_REPO, ...).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
         help="serve a repository (or a directory) over HTTP",
-        description="Serve agent definitions over HTTP under gunicorn. With neither --repo nor"
-        " --worktree, the bundled library/ is served as the release 'worktree'.",
+        description="Serve agent definitions over HTTP under gunicorn: the releases of the library"
+        " (--repo, REGISTRY_REPO, or the git checkout holding the current directory). Outside any"
+        " checkout, and with --example, the bundled example library is served, tagged v1.0.0 and v1.1.0.",
     )
     _add_source_options(serve)
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
-    serve.add_argument("--port", type=int, help="port to listen on (default 8080) [REGISTRY_PORT]")
+    serve.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default 8080) [REGISTRY_PORT]")
     serve.add_argument("--workers", type=int, help="worker processes (default 2) [REGISTRY_WORKERS]")
     serve.add_argument("--threads", type=int, help="threads per worker (default 4) [REGISTRY_THREADS]")
     serve.add_argument(
@@ -113,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
         " serve it, plus what is probably a mistake (unused inputs and partials, computed includes,"
         " files outside the layout). Exit 1 when there is an error, 0 otherwise.",
     )
-    lint.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
+    lint.add_argument("path", nargs="?", help="the library (the same as --repo PATH)")
+    lint.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     lint.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
     lint.add_argument("--format", choices=FORMATS, default="text", help="text (default), json, junit or codequality")
     lint.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
@@ -125,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
         " YAML editors at the definition's JSON Schema.",
     )
     new.add_argument("agent", metavar="USECASE/NAME")
-    new.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
+    new.add_argument("path", nargs="?", help="the library (the same as --repo PATH)")
+    new.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     new.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
 
     test = commands.add_parser(
@@ -134,7 +169,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Render the examples of every definition in a library checkout and check their"
         " expectations (contains, not_contains, matches) and golden files.",
     )
-    test.add_argument("path", nargs="?", default=".", help="the library checkout (default .)")
+    test.add_argument("path", nargs="?", help="the library (the same as --repo PATH)")
+    test.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     test.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
     test.add_argument("--update", action="store_true", help="write golden files that are missing or differ")
 
@@ -148,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("source", metavar="FROM")
     diff.add_argument("target", metavar="TO")
-    diff.add_argument("--repo", default=".", metavar="PATH", help="the library repository (default .)")
+    diff.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     diff.add_argument("--root", help=f"agents root (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
     diff.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -163,7 +199,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("next_version", metavar="NEXT_VERSION")
     check.add_argument("--against", metavar="RELEASE", help="the release to compare with (default: the highest)")
     check.add_argument("--ref", default="worktree", help="what is being released (default: worktree)")
-    check.add_argument("--repo", default=".", metavar="PATH", help="the library repository (default .)")
+    check.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     check.add_argument("--root", help=f"agents root (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
 
     parse = commands.add_parser(
@@ -174,15 +210,18 @@ def _parser() -> argparse.ArgumentParser:
         " POST .../parse and the client's agent.parse.",
     )
     parse.add_argument("agent", metavar="USECASE/NAME")
-    parse.add_argument("--output-file", required=True, metavar="FILE", help="the model's reply ('-' for stdin)")
+    reply = parse.add_mutually_exclusive_group(required=True)
+    reply.add_argument("--reply-file", metavar="FILE", help="the model's reply ('-' for stdin)")
+    # The first name of --reply-file, kept so that existing scripts work.
+    reply.add_argument("--output-file", dest="reply_file", metavar="FILE", help=argparse.SUPPRESS)
     _add_source_options(parse)
     parse.add_argument("--release", help="version, range or channel (default: the working tree)")
 
     render = commands.add_parser(
         "render",
         help="print an agent's rendered messages",
-        description="Render USECASE/NAME with inputs and print the messages. Renders the working tree"
-        " (--worktree, default .) or, with --release, a release of the repository (--repo, default .).",
+        description="Render USECASE/NAME with inputs and print the messages. Renders the library's"
+        " files as they are in the checkout or, with --release, a release of it.",
     )
     render.add_argument("agent", metavar="USECASE/NAME")
     _add_source_options(render)
@@ -195,24 +234,90 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+def find_library(explicit: str | None = None) -> str | None:
+    """The library a command reads: ``explicit`` (``--repo``), else
+    ``REGISTRY_REPO``, else the top of the git checkout holding the current
+    directory; None when there is none of these."""
+    if explicit:
+        return explicit
+    configured = os.environ.get("REGISTRY_REPO", "").strip()
+    if configured:
+        return configured
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return str(directory)
+    return None
+
+
+def _required_library(explicit: str | None) -> str:
+    library = find_library(explicit)
+    if library is None:
+        raise ConfigurationError(_NOT_IN_A_LIBRARY.format(cwd=Path.cwd()))
+    return library
+
+
+def _files_library(args: argparse.Namespace) -> str:
+    """The library of a command that reads files, not releases: the
+    current directory too when it is in no checkout."""
+    return args.path or find_library(args.repo) or "."
+
+
+def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = True, **extra: Any) -> Settings:
+    """Settings for a command that reads the store: the releases of the
+    library (``release``) or its files."""
     data_dir = args.data_dir
     if (args.remote or os.environ.get("REGISTRY_REMOTE")) and not (data_dir or os.environ.get("REGISTRY_DATA_DIR")):
         data_dir = tempfile.mkdtemp(prefix="prompt-registry-")
         logging.getLogger("registry").warning(
             "no --data-dir: mirroring into %s, and tag memory will not survive a restart", data_dir
         )
-    # A source given on the command line replaces the other one's environment
-    # variable ("" clears it; None means "not given").
+    repo, worktree, remote = args.repo, args.worktree, args.remote
+    chosen = any((repo, worktree, remote)) or any(
+        os.environ.get(variable, "").strip() for variable in ("REGISTRY_WORKTREE", "REGISTRY_REMOTE")
+    )
+    found = None if chosen or args.example else find_library()
+    if args.example or (found is None and not chosen and args.command == "serve"):
+        repo = stack.enter_context(_example_repository())
+        if args.command == "serve":
+            logging.getLogger("registry").info(
+                "serving the bundled example library%s: a temporary git repository at %s, tagged v1.0.0 and v1.1.0",
+                "" if args.example else " (not inside a git checkout, and no --repo)",
+                repo,
+            )
+    elif not chosen:
+        if found is None and release:
+            raise ConfigurationError(_NOT_IN_A_LIBRARY.format(cwd=Path.cwd()))
+        repo = found or "."
+    if not release and repo:
+        repo, worktree = None, repo
+    # A source given on the command line replaces the other ones' environment
+    # variables ("" clears one; None means "not given").
     return Settings.from_env(
-        repo=args.repo if args.repo else ("" if args.worktree or args.remote else None),
-        worktree=args.worktree if args.worktree else ("" if args.repo or args.remote else None),
-        remote=args.remote if args.remote else ("" if args.repo or args.worktree else None),
+        repo=repo or ("" if worktree or remote else None),
+        worktree=worktree or ("" if repo or remote else None),
+        remote=remote or ("" if repo or worktree else None),
         root=args.root,
         channels_file=args.channels_file,
         data_dir=data_dir,
         **extra,
     )
+
+
+@contextmanager
+def _example_repository() -> Iterator[str]:
+    """The example repository, in a temporary directory removed afterwards."""
+    from registry.example import build_example_repository
+
+    directory = tempfile.mkdtemp(prefix="prompt-registry-example-")
+    owner = os.getpid()
+    try:
+        yield str(build_example_repository(Path(directory)))
+    finally:
+        # gunicorn's workers are forks of this process that unwind this block
+        # too when they exit: only the process that made it removes it.
+        if os.getpid() == owner:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _serve(settings: Settings) -> int:
@@ -230,13 +335,12 @@ def _serve(settings: Settings) -> int:
         count = len(service.store.releases().releases)
     finally:
         service.close()
+    # The address is logged by gunicorn once it listens ("Listening at"):
+    # with --port 0 only it knows the port.
     logging.getLogger("registry").info(
-        "serving %s (%d release%s) on http://%s:%d, caching %s",
+        "serving %s (%s), caching %s",
         settings.source_description,
-        count,
-        "" if count == 1 else "s",
-        settings.host,
-        settings.port,
+        plural(count, "release"),
         f"in memory and in Redis at {redact(settings.redis_url)}" if settings.redis_url else "in memory",
     )
     RegistryServer(settings).run()
@@ -282,12 +386,23 @@ def _resolve(service: RegistryService, release: str, *, as_json: bool) -> int:
     return 0
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 release``, ``2 releases``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def use_colour(stream: TextIO) -> bool:
+    """ANSI colour on a terminal, unless NO_COLOR is set and not empty
+    (https://no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
 def _lint(args: argparse.Namespace) -> int:
     progress = _progress if sys.stderr.isatty() else None
-    report = lint(args.path, root=args.root, progress=progress)
+    report = lint(_files_library(args), root=args.root, progress=progress)
     if progress is not None:
         print("\r\033[K", end="", file=sys.stderr)
-    colour = args.output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    colour = args.output is None and use_colour(sys.stdout)
     text = render_report(report, args.format, colour=colour)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
@@ -301,17 +416,6 @@ def _lint(args: argparse.Namespace) -> int:
 def _progress(done: int, total: int) -> None:
     if done == total or done % 25 == 0:
         print(f"\rlinting {done}/{total} definitions", end="", file=sys.stderr, flush=True)
-
-
-def _render_settings(args: argparse.Namespace) -> Settings:
-    # The author's default: the working tree they are editing; with --release,
-    # the repository they are in.
-    if not (args.repo or args.worktree or args.remote):
-        if args.release:
-            args.repo = "."
-        else:
-            args.worktree = "."
-    return _settings(args)
 
 
 def _download_bundle(url: str, release: str | None, token: str | None) -> bytes:
@@ -339,80 +443,48 @@ def _write_bundle(data: bytes, output: str) -> int:
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".bundle-", delete=False) as handle:
             handle.write(data)
+        # A temporary file is private (0600); the bundle gets the mode any
+        # new file of this process would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(handle.name, 0o666 & ~umask)
         os.replace(handle.name, output)
     except OSError as exc:
         raise ConfigurationError(f"cannot write {output}: {exc.strerror or exc}") from exc
     release = bundle.release
     invalid = len(bundle.agent_names()) - verified
+    # Golden files travel in the bundle (a template may include any file),
+    # but they are not partials.
+    partials = sum(1 for path in bundle.partials if not any(p.endswith(GOLDEN_SUFFIX) for p in path.split("/")[:-1]))
     print(
-        f"wrote {output}: {release.tag} ({release.commit[:12]}), {verified} agents"
-        f"{f' (and {invalid} invalid)' if invalid else ''}, {len(bundle.partials)} partials"
+        f"wrote {output}: {release.tag} ({release.commit[:12]}), {plural(verified, 'agent')}"
+        f"{f' (and {invalid} invalid)' if invalid else ''}, {plural(partials, 'partial')}"
     )
     return 0
 
 
+def _version() -> str:
+    try:
+        return version("prompt-registry")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "unknown"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prompt-registry`` console script."""
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        if args.command == "serve":
-            settings = _settings(
-                args,
-                host=args.host,
-                port=args.port,
-                workers=args.workers,
-                threads=args.threads,
-                sync_interval=args.sync_interval,
-                webhook_secret=args.webhook_secret,
-                redis_url=args.redis_url,
-                redis_prefix=args.redis_prefix,
-            )
-            return _serve(settings)
-        if args.command == "export" and args.url:
-            return _write_bundle(_download_bundle(args.url, args.release, args.token), args.output)
-        if args.command == "lint":
-            return _lint(args)
-        if args.command == "test":
-            report = run_examples(args.path, root=args.root, update=args.update)
-            sys.stdout.write(report_text(report))
-            return 1 if report.failed else 0
-        if args.command in ("diff", "check-release"):
-            settings = Settings.from_env(repo=args.repo, worktree="", remote="", root=args.root)
-            if args.command == "diff":
-                return authoring.diff_command(
-                    args.repo, settings, args.source, args.target, as_json=args.format == "json"
-                )
-            return authoring.check_release_command(
-                args.repo, settings, args.next_version, against=args.against, ref=args.ref
-            )
-        if args.command == "new":
-            return authoring.scaffold(args.agent, args.path, root=args.root)
-        if args.command == "parse":
-            return authoring.parse_command(args.agent, _render_settings(args), args.output_file, release=args.release)
-        if args.command == "render":
-            return authoring.render_command(
-                args.agent,
-                _render_settings(args),
-                release=args.release,
-                inputs=authoring.parse_inputs(args.input, args.inputs_file),
-                as_json=args.format == "json",
-            )
-        from registry.app import build_service
-
-        service = build_service(_settings(args))
         try:
-            if service.syncer is not None and not service.syncer.sync_now():
-                print(f"prompt-registry: {service.syncer.status().last_error}", file=sys.stderr)
-                if not service.store.releases().releases:
-                    return 2
-            if args.command == "releases":
-                return _releases(service, as_json=args.json)
-            if args.command == "export":
-                return _write_bundle(service.export_bundle(args.release)[1], args.output)
-            return _resolve(service, args.release, as_json=args.json)
-        finally:
-            service.store.close()
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version and usage errors: flushed below like any output
+            status = exc.code if isinstance(exc.code, int) else 2
+        else:
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            with ExitStack() as stack:
+                status = _run(args, stack)
+        # Flushed here, where a closed pipe can still be handled, rather than
+        # at interpreter exit, where Python can only print a traceback.
+        sys.stdout.flush()
+        return status
     except NotFound as exc:
         print(f"prompt-registry: {exc}", file=sys.stderr)
         return 1
@@ -422,6 +494,77 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = ":".join(str(p) for p in (issue.file, issue.line, issue.column) if p is not None)
             print(f"  {where + ': ' if where else ''}{issue.path or '/'}: {issue.message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`| head`). Whatever is still buffered has
+        # nowhere to go: point stdout at /dev/null so that the final flush
+        # at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _OUTPUT_CLOSED
+    except KeyboardInterrupt:
+        print("prompt-registry: interrupted", file=sys.stderr)
+        return _INTERRUPTED
+    except Exception as exc:  # a bug: one line, not a traceback, and a distinct exit code
+        print(f"prompt-registry: internal error ({type(exc).__name__}: {exc}); please report it", file=sys.stderr)
+        return _INTERNAL_ERROR
+
+
+def _run(args: argparse.Namespace, stack: ExitStack) -> int:
+    if args.command == "serve":
+        settings = _settings(
+            args,
+            stack,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            threads=args.threads,
+            sync_interval=args.sync_interval,
+            webhook_secret=args.webhook_secret,
+            redis_url=args.redis_url,
+            redis_prefix=args.redis_prefix,
+        )
+        return _serve(settings)
+    if args.command == "export" and args.url:
+        return _write_bundle(_download_bundle(args.url, args.release, args.token), args.output)
+    if args.command == "lint":
+        return _lint(args)
+    if args.command == "test":
+        report = run_examples(_files_library(args), root=args.root, update=args.update)
+        sys.stdout.write(report_text(report))
+        return 1 if report.failed else 0
+    if args.command in ("diff", "check-release"):
+        library = _required_library(args.repo)
+        settings = Settings.from_env(repo=library, worktree="", remote="", root=args.root)
+        if args.command == "diff":
+            return authoring.diff_command(library, settings, args.source, args.target, as_json=args.format == "json")
+        return authoring.check_release_command(library, settings, args.next_version, against=args.against, ref=args.ref)
+    if args.command == "new":
+        return authoring.scaffold(args.agent, _files_library(args), root=args.root)
+    if args.command == "parse":
+        settings = _settings(args, stack, release=bool(args.release))
+        return authoring.parse_command(args.agent, settings, args.reply_file, release=args.release)
+    if args.command == "render":
+        return authoring.render_command(
+            args.agent,
+            _settings(args, stack, release=bool(args.release)),
+            release=args.release,
+            inputs=authoring.parse_inputs(args.input, args.inputs_file),
+            as_json=args.format == "json",
+        )
+    from registry.app import build_service
+
+    service = build_service(_settings(args, stack))
+    try:
+        if service.syncer is not None and not service.syncer.sync_now():
+            print(f"prompt-registry: {service.syncer.status().last_error}", file=sys.stderr)
+            if not service.store.releases().releases:
+                return 2
+        if args.command == "releases":
+            return _releases(service, as_json=args.json)
+        if args.command == "export":
+            return _write_bundle(service.export_bundle(args.release)[1], args.output)
+        return _resolve(service, args.release, as_json=args.json)
+    finally:
+        service.store.close()
 
 
 if __name__ == "__main__":

@@ -31,18 +31,20 @@ class RegistryProcess:
         env: dict[str, str] | None = None,
         command: list[str] | None = None,
         port: int | None = None,
+        cwd: Path = REPOSITORY,
     ) -> None:
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self._command = command or [CLI, "serve", "--port", str(self.port), "--workers", "1", *args]
         self._env = env or clean_environment()
+        self._cwd = cwd
         self._process: subprocess.Popen[bytes] | None = None
         self.output = ""
         """What the server printed, once it has stopped."""
 
     def start(self) -> RegistryProcess:
         self._process = subprocess.Popen(
-            self._command, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPOSITORY
+            self._command, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=self._cwd
         )
         deadline = time.monotonic() + 30
         while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from registry.settings import BUNDLED_LIBRARY
 from tests.conftest import LibraryRepo
 from tests.servers import RegistryProcess
 
@@ -44,11 +46,15 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
 
 @contextmanager
 def _serving(
-    *args: str, env: dict[str, str] | None = None, command: list[str] | None = None, port: int | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    port: int | None = None,
+    cwd: Path = REPOSITORY,
 ) -> Iterator[str]:
     """Run ``prompt-registry serve`` (or ``command``, which listens on ``port``)
-    until the block ends; stopped by PID with SIGTERM."""
-    server = RegistryProcess(*args, env=env, command=command, port=port)
+    in ``cwd`` until the block ends; stopped by PID with SIGTERM."""
+    server = RegistryProcess(*args, env=env, command=command, port=port, cwd=cwd)
     try:
         with server:
             yield server.base
@@ -60,15 +66,55 @@ def _serving(
 _OUTPUT: dict[str, str] = {}
 
 
-def test_serve_with_no_options_serves_the_bundled_library() -> None:
-    with _serving() as base:
+def test_serve_outside_any_checkout_serves_the_tagged_example_and_says_so(tmp_path: Path) -> None:
+    with _serving(cwd=tmp_path) as base:
         status, releases = _get(base + "/v1/releases")
         assert status == 200
-        assert releases["latest"] == "worktree"
-        status, listing = _get(base + "/v1/agents")
+        assert [r["tag"] for r in releases["releases"]] == ["v1.1.0", "v1.0.0"]
+        assert releases["channels"]["production"]["tag"] == "v1.1.0"
+        status, listing = _get(base + "/v1/agents?release=v1.1.0")
         assert status == 200
         assert all(agent["valid"] for agent in listing["agents"])
         assert ("chat", "minimal") in {(a["usecase"], a["name"]) for a in listing["agents"]}
+    assert "serving the bundled example library (not inside a git checkout" in _OUTPUT[base]
+    example = re.search(r"temporary git repository at (\S+),", _OUTPUT[base])
+    assert example and not Path(example.group(1)).exists(), "the example repository is removed at exit"
+
+
+def test_serve_inside_a_checkout_serves_it_not_the_example(released_repo: LibraryRepo) -> None:
+    inside = released_repo.path / "ai_gateway"
+    with _serving(cwd=inside) as base:
+        assert _get(base + "/v1/releases")[1]["latest"] == "v1.1.0"
+    assert "example" not in _OUTPUT[base]
+
+
+def test_serve_example_serves_the_example_even_inside_a_checkout(released_repo: LibraryRepo) -> None:
+    with _serving("--example", cwd=released_repo.path) as base:
+        assert _get(base + "/v1/releases")[1]["latest"] == "v1.1.0"
+        assert _get(base + "/v1/agents/assistant/react_json?release=v1.0.0")[0] == 404
+        assert _get(base + "/v1/agents/assistant/react_json?release=v1.1.0")[0] == 200
+
+
+def test_port_zero_listens_on_a_free_port_and_says_which(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [CLI, "serve", "--example", "--port", "0", "--workers", "1"],
+        env=_clean_environment(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            listening = re.search(r"Listening at: (http://127\.0\.0\.1:(\d+))", line)
+            if listening:
+                break
+        assert listening and int(listening.group(2)) != 0
+        assert _get(listening.group(1) + "/healthz") == (200, {"status": "ok"})
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=20)
 
 
 def test_serve_a_repository_by_release(released_repo: LibraryRepo) -> None:
@@ -85,11 +131,12 @@ def test_environment_variables_configure_serve(released_repo: LibraryRepo) -> No
         assert _get(base + "/v1/releases")[1]["latest"] == "v1.1.0"
 
 
-def test_serve_stops_gracefully_on_sigterm() -> None:
+def test_serve_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     port = _free_port()
     process = subprocess.Popen(
         [CLI, "serve", "--port", str(port), "--workers", "1"],
         env=_clean_environment(),
+        cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -154,8 +201,10 @@ def test_a_chunked_body_over_the_limit_is_refused_not_truncated(released_repo: L
         assert status == 200 and answer["messages"][1]["content"] == "Question: Why?"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], env=_clean_environment(), capture_output=True, text=True, timeout=60)
+def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *args], env=env or _clean_environment(), cwd=cwd, capture_output=True, text=True, timeout=60
+    )
 
 
 def _with_channels(repo: LibraryRepo) -> LibraryRepo:
@@ -253,7 +302,7 @@ def _metric_total(text: str, name: str, **labels: str) -> float:
 
 
 def test_metrics_add_up_every_worker_and_access_logs_are_json() -> None:
-    with _serving("--workers", "2", "--threads", "2") as base:
+    with _serving("--worktree", str(BUNDLED_LIBRARY), "--workers", "2", "--threads", "2") as base:
         for _ in range(30):
             assert _get(base + "/v1/agents/chat/minimal?release=worktree")[0] == 200
         assert _get(base + '/v1/agents/chat/mi%22ni%0Amal?release="x"')[0] == 400
@@ -290,3 +339,143 @@ def test_serve_with_a_redis_fills_it(released_repo: LibraryRepo, redis_url: str)
         with redis.Redis.from_url(redis_url) as direct:
             assert [k.decode().split(":")[0] for k in direct.keys("*")] == ["cli-test"]
     assert f"in Redis at {redis_url}" in _OUTPUT[base]
+
+
+def _tagged_v1_to_v2(repo: LibraryRepo) -> LibraryRepo:
+    """v1.0.0, v1.1.0 and v2.0.0, each a real change."""
+    repo.release("v1.0.0", {"support/triage.yml": MINIMAL_TRIAGE})
+    repo.release("v1.1.0", {"support/summary.yml": MINIMAL_TRIAGE.replace("Triage", "Summary")})
+    repo.release("v2.0.0", {"support/triage.yml": MINIMAL_TRIAGE.replace("ticket", "case")})
+    return repo
+
+
+MINIMAL_TRIAGE = """\
+name: Triage a ticket
+prompt_templates:
+  system: Sort the ticket.
+  user: "{{ ticket }}"
+"""
+
+
+def test_every_command_reads_the_checkout_it_runs_in(repo: LibraryRepo, tmp_path: Path) -> None:
+    _tagged_v1_to_v2(repo)
+    inside = repo.path / "ai_gateway" / "agents" / "support"
+    releases = _cli("releases", cwd=inside)
+    assert [line.split()[0] for line in releases.stdout.splitlines()] == ["v2.0.0", "v1.1.0", "v1.0.0"]
+    assert _cli("resolve", "^1", cwd=inside).stdout.split()[0] == "v1.1.0"
+    exported = _cli("export", "--release", "^1", "-o", str(tmp_path / "b.json"), cwd=inside)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads((tmp_path / "b.json").read_text())["release"]["tag"] == "v1.1.0"
+    assert "2 agents" in exported.stdout
+    rendered = _cli("render", "support/triage", "--release", "v1.0.0", "--input", "ticket=T-1", cwd=inside)
+    assert rendered.returncode == 0 and "T-1" in rendered.stdout
+    assert _cli("diff", "v1.0.0", "v1.1.0", cwd=inside).returncode == 0
+    assert _cli("lint", cwd=inside).returncode == 0
+    # The same library through --repo and REGISTRY_REPO, from anywhere.
+    assert _cli("resolve", "^1", "--repo", str(repo.path), cwd=tmp_path).stdout.split()[0] == "v1.1.0"
+    environment = {**_clean_environment(), "REGISTRY_REPO": str(repo.path)}
+    assert _cli("resolve", "^1", cwd=tmp_path, env=environment).stdout.split()[0] == "v1.1.0"
+    assert _cli("lint", cwd=tmp_path, env=environment).returncode == 0
+
+
+def test_the_library_option_reads_the_same_in_every_command() -> None:
+    for command in ("serve", "releases", "resolve", "export", "lint", "new", "test", "diff", "check-release"):
+        text = " ".join(_cli(command, "--help").stdout.split())
+        assert "--repo PATH the prompt library, a git checkout (default: the one holding the current directory)" in text
+        assert "[REGISTRY_REPO]" in text
+
+
+def test_outside_a_checkout_release_commands_say_so_in_one_line(tmp_path: Path) -> None:
+    for args in (
+        ("releases",),
+        ("resolve", "^1"),
+        ("export", "-o", "x.json"),
+        ("diff", "v1.0.0", "v1.1.0"),
+        ("check-release", "v1.0.0"),
+        ("render", "chat/minimal", "--release", "v1.0.0"),
+    ):
+        result = _cli(*args, cwd=tmp_path)
+        assert result.returncode == 2, args
+        assert result.stderr == (
+            f"prompt-registry: no prompt library here: {tmp_path} is not inside a git checkout; run this inside"
+            " one, or give --repo PATH (or REGISTRY_REPO)\n"
+        ), args
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_version_and_help_list_every_command() -> None:
+    version = _cli("--version")
+    assert re.fullmatch(r"prompt-registry \d+\.\d+\.\d+\S*\n", version.stdout)
+    listing = _cli("--help").stdout
+    for command in ("serve", "releases", "resolve", "export", "lint", "new", "test", "diff", "check-release"):
+        assert re.search(rf"^    {re.escape(command)}\s+\S", listing, re.MULTILINE), command
+    for command in ("parse", "render"):
+        assert re.search(rf"^    {command}\s+\S", listing, re.MULTILINE), command
+
+
+def test_parse_reads_the_reply_from_reply_file_and_the_old_name(tmp_path: Path) -> None:
+    reply = tmp_path / "reply.txt"
+    reply.write_text("Final Answer: done\n")
+    for option in ("--reply-file", "--output-file"):
+        result = _cli("parse", "assistant/react_text", option, str(reply), "--release", "v1.1.0", "--example")
+        assert result.returncode == 0, result.stderr
+        assert "done" in result.stdout
+    both = _cli("parse", "assistant/react_text", "--reply-file", str(reply), "--output-file", str(reply))
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+def test_export_writes_with_the_umask_and_counts_partials_only(tmp_path: Path) -> None:
+    target = tmp_path / "bundle.json"
+    result = subprocess.run(
+        ["sh", "-c", f'umask 022 && exec "{CLI}" export --example -o "{target}"'],
+        env=_clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert target.stat().st_mode & 0o777 == 0o644
+    partials = sorted(path for path in (BUNDLED_LIBRARY / "ai_gateway" / "agents").rglob("*.jinja"))
+    assert f", {len(partials)} partials\n" in result.stdout
+    bundle = json.loads(target.read_text())
+    assert any(".examples/" in path for path in bundle["partials"]), "golden files still travel"
+
+
+def _commands_for_closed_output(repo: LibraryRepo, tmp_path: Path) -> list[list[str]]:
+    reply = tmp_path / "reply.txt"
+    reply.write_text("Action: nothing\n")
+    return [
+        ["--help"],
+        ["--version"],
+        ["serve", "--help"],
+        ["releases"],
+        ["releases", "--json"],
+        ["resolve", "^1", "--json"],
+        ["export", "-o", str(tmp_path / "b.json")],
+        ["lint"],
+        ["lint", "--format", "json"],
+        ["test"],
+        ["diff", "v1.0.0", "v2.0.0"],
+        ["diff", "v1.0.0", "v2.0.0", "--format", "json"],
+        ["check-release", "v3.0.0"],
+        ["render", "support/triage", "--input", "ticket=T-1"],
+        ["render", "support/triage", "--input", "ticket=T-1", "--format", "json"],
+        ["parse", "support/triage", "--reply-file", str(reply)],
+        ["new", "support/another"],
+        ["resolve", "nothing-like-a-release"],
+    ]
+
+
+def test_no_command_prints_a_traceback_when_its_output_is_closed_early(repo: LibraryRepo, tmp_path: Path) -> None:
+    _tagged_v1_to_v2(repo)
+    for args in _commands_for_closed_output(repo, tmp_path):
+        process = subprocess.Popen(
+            [CLI, *args], cwd=repo.path, env=_clean_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # as `| head -0` does: every write fails
+        errors = process.stderr.read().decode()
+        process.stderr.close()
+        status = process.wait(timeout=60)
+        assert "Traceback" not in errors and "Exception ignored" not in errors, (args, errors)
+        assert status in (0, 1, 2, 141), (args, status, errors)
