@@ -124,9 +124,7 @@ class Bundle:
                 for a in content["agents"]
             }
             self._invalid = {
-                (_text(i["usecase"]), _text(i["name"])): InvalidDefinition(
-                    _text(i["detail"]), [Issue.from_dict(e) for e in i["errors"]]
-                )
+                (_text(i["usecase"]), _text(i["name"])): (_text(i["detail"]), [Issue.from_dict(e) for e in i["errors"]])
                 for i in content["invalid"]
             }
             self.partials: dict[str, str] = {_text(k): _text(v) for k, v in content["partials"].items()}
@@ -160,7 +158,9 @@ class Bundle:
         if verified is not None:
             return verified
         if key in self._invalid:
-            raise self._invalid[key]
+            # A fresh exception each time: re-raising one instance would grow its traceback.
+            detail, errors = self._invalid[key]
+            raise InvalidDefinition(detail, errors, agent=f"{usecase}/{name}", release=self.release.tag)
         if key not in self._sources:
             raise AgentNotFound(
                 f"agent {usecase}/{name} is not in the bundle of {self.release.tag}", usecase=usecase, name=name

@@ -33,7 +33,7 @@ from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from registry.errors import InvalidDefinition, InvalidInputs
+from registry.errors import InvalidDefinition, InvalidInputs, summarize
 from registry.inputschema import InputsSchema, SchemaProblem
 from registry.models import Issue, Message, Prompt, json_pointer, shorten
 from registry.parsers import OutputParser
@@ -101,7 +101,7 @@ class CompiledAgent:
                 for issue in issues:
                     unique.setdefault((issue.path, issue.message), issue)
                 issues = sorted(unique.values(), key=lambda i: i.path)
-                raise InvalidInputs(f"{len(issues)} problem(s) with the inputs", issues)
+                raise InvalidInputs(summarize(issues), issues)
             variables = self.inputs.with_defaults(inputs)
         tools = self.definition.get("tools")
         if tools is not None and "tools" not in variables:
@@ -127,10 +127,8 @@ def compile_definition(
     """
     locate = _locator(file, document)
     if not isinstance(definition, dict):
-        raise InvalidDefinition(
-            "a definition is a mapping",
-            [locate(f"a definition is a mapping of keys, not {_json_type(definition)}", (), rule="not-a-mapping")],
-        )
+        issue = locate(f"a definition is a mapping of keys, not {_json_type(definition)}", (), rule="not-a-mapping")
+        raise InvalidDefinition(summarize([issue]), [issue])
     issues = _schema_issues(definition, locate)
     templates: list[tuple[str, CompiledTemplate]] = []
     partials: set[str] = set()
@@ -164,8 +162,7 @@ def compile_definition(
         issues.extend(inputs_issues)
     issues.extend(_agent_type_issues(definition, locate))
     if issues:
-        where = file or "definition"
-        raise InvalidDefinition(f"{where} has {len(issues)} problem(s)", issues)
+        raise InvalidDefinition(summarize(issues), issues)
     return CompiledAgent(
         definition=definition,
         templates=tuple(templates),

@@ -22,6 +22,12 @@ classes.
     ├── InvalidBundle         invalid-bundle           (a bundle file that fails its integrity check)
     └── ConfigurationError    (startup only)           (also ValueError)
 
+``InvalidDefinition``, ``InvalidInputs`` and ``RenderError`` are about one
+agent at one release: once the client knows which, their message names them
+(``missing required input 'ticket' (support/triage at v1.0.1)``), since a
+gateway's log line is often all anyone sees. Their ``detail`` names the first
+problem in words (``summarize``), never just a count.
+
 Foreign errors (GitPython, YAML, jsonschema, Jinja) are translated where they
 enter and re-raised ``from`` the original, so nothing foreign crosses a module
 boundary.
@@ -29,6 +35,7 @@ boundary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from registry.models import Issue
@@ -93,7 +100,30 @@ class AgentNotFound(NotFound):
     title = "Agent not found"
 
 
-class _IssueListError(RegistryError):
+class _AgentError(RegistryError):
+    """An error about one agent at one release; its message names them once
+    known: ``<detail> (<usecase>/<name> at <tag>)``. ``detail`` leaves them
+    out: a problem answer is about what its request names already."""
+
+    def __init__(self, detail: str, *, agent: str | None = None, release: str | None = None, **extensions: Any) -> None:
+        super().__init__(detail, **extensions)
+        self.agent = agent
+        self.release = release
+
+    def __str__(self) -> str:
+        if self.agent is None:
+            return self.detail
+        where = self.agent if self.release is None else f"{self.agent} at {self.release}"
+        return f"{self.detail} ({where})"
+
+    def locate(self, agent: str, release: str | None) -> None:
+        """Name the agent (``usecase/name``) and the release the error is
+        about, unless it names them already (whoever raised it knew better)."""
+        if self.agent is None:
+            self.agent, self.release = agent, release
+
+
+class _IssueListError(_AgentError):
     """An error that carries every issue found, each with where it is."""
 
     def __init__(self, detail: str, errors: list[Issue], **extensions: Any) -> None:
@@ -120,7 +150,7 @@ class InvalidInputs(_IssueListError):
     status = 422
 
 
-class RenderError(RegistryError):
+class RenderError(_AgentError):
     """Rendering failed: a template error, a sandbox violation, a limit."""
 
     slug = "render-error"
@@ -202,3 +232,29 @@ class ConfigurationError(RegistryError, ValueError):
 
     slug = "configuration-error"
     title = "Configuration error"
+
+
+def summarize(issues: Sequence[Issue]) -> str:
+    """The first of ``issues`` (at least one) in words, where it is, and how
+    many more there are: ``chat/a.yml:4:1: unknown key 'modle', and 2 more problems``."""
+    first = issues[0]
+    where = _where(first)
+    text = f"{where}: {first.message}" if where else first.message
+    more = len(issues) - 1
+    if more:
+        text += f", and {more} more problem{'' if more == 1 else 's'}"
+    return text
+
+
+def _where(issue: Issue) -> str:
+    if issue.line is not None:
+        if issue.file is None:
+            return f"line {issue.line}"
+        return ":".join(str(p) for p in (issue.file, issue.line, issue.column) if p is not None)
+    # Without a line, the JSON path says where, unless the message names the
+    # key already ("missing required input 'ticket'" at /ticket).
+    last = issue.path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
+    path = issue.path if issue.path and repr(last) not in issue.message else ""
+    if issue.file is None:
+        return path
+    return f"{issue.file}#{path}" if path else issue.file

@@ -193,6 +193,42 @@ def test_errors_are_typed_like_the_servers_problems(transport: RecordingTranspor
     assert transport.statuses().count(404) == 2  # nothing retried but failures of the transport
 
 
+def test_input_errors_say_what_is_wrong_for_which_agent_at_which_release(transport: RecordingTransport) -> None:
+    client = _client(transport, release="v1.1.0")
+    agent = client.get("chat", "with_rules")
+    with pytest.raises(InvalidInputs) as local:
+        agent.render(rules=["a"])
+    with pytest.raises(InvalidInputs) as remote:
+        client.render("chat", "with_rules", {"rules": ["a"]})
+    assert str(local.value) == str(remote.value) == "missing required input 'question' (chat/with_rules at v1.1.0)"
+    with pytest.raises(InvalidInputs) as several:
+        client.render("chat", "with_rules", {"question": 3})
+    assert str(several.value) == (
+        "/question: 3 is not of type 'string', and 1 more problem (chat/with_rules at v1.1.0)"
+    )
+    # A range is named by the release it resolved to.
+    with pytest.raises(InvalidInputs) as ranged:
+        _client(transport, release="^1.0").get("chat", "with_rules").render(question="q")
+    assert str(ranged.value) == "missing required input 'rules' (chat/with_rules at v1.1.0)"
+
+
+def test_render_and_definition_errors_name_the_agent_and_release(
+    transport: RecordingTransport, released_repo: LibraryRepo
+) -> None:
+    client = _client(transport, release="v1.0.0")
+    with pytest.raises(RenderError) as local:
+        client.get("chat", "minimal").render()
+    with pytest.raises(RenderError) as remote:
+        client.render("chat", "minimal", {})
+    assert str(local.value) == str(remote.value) == "user template: 'question' is undefined (chat/minimal at v1.0.0)"
+    released_repo.release("v1.4.0", {"chat/typo.yml": "name: A\nprompt_templates:\n  user: hi\nmodle: x\ntemp: 1\n"})
+    with pytest.raises(InvalidDefinition) as invalid:
+        client.get("chat", "typo", release="v1.4.0")
+    assert str(invalid.value) == (
+        "ai_gateway/agents/chat/typo.yml:4:1: unknown key 'modle', and 1 more problem (chat/typo at v1.4.0)"
+    )
+
+
 # -- local rendering parity ----------------------------------------------------
 
 

@@ -441,7 +441,29 @@ def test_every_input_problem_is_reported_at_once_sorted_by_path() -> None:
     with pytest.raises(InvalidInputs) as info:
         _with_inputs().render({"age": "x", "bogus": 1, "tone": 5}, limits=RenderLimits())
     assert [i.path for i in info.value.errors] == ["/age", "/bogus", "/name", "/tone"]
-    assert info.value.detail == "4 problem(s) with the inputs"
+    assert info.value.detail == "/age: 'x' is not of type 'integer', and 3 more problems"
+
+
+def test_an_input_error_says_its_one_problem_in_words() -> None:
+    with pytest.raises(InvalidInputs) as info:
+        _with_inputs().render({"age": 3}, limits=RenderLimits())
+    assert str(info.value) == info.value.detail == "missing required input 'name'"
+    with pytest.raises(InvalidInputs) as two:
+        _with_inputs().render({}, limits=RenderLimits())
+    assert two.value.detail == "missing required input 'age', and 1 more problem"
+
+
+def test_an_invalid_definition_says_its_first_problem_where_it_is_and_how_many_more() -> None:
+    with pytest.raises(InvalidDefinition) as one:
+        _compile("name: A\nprompt_templates:\n  user: hi\nmodle: x\n")
+    assert str(one.value) == one.value.detail == "chat/agent.yml:4:1: unknown key 'modle'"
+    with pytest.raises(InvalidDefinition) as several:
+        _compile(EVERYTHING_WRONG)
+    assert several.value.detail.startswith("chat/agent.yml:1:")
+    assert several.value.detail.endswith(f", and {len(several.value.errors) - 1} more problems")
+    with pytest.raises(InvalidDefinition) as unplaced:
+        compile_definition({"name": "A", "prompt_templates": {"user": 5}}, TemplateEnvironment({}.get))
+    assert unplaced.value.detail == "/prompt_templates/user: 5 is not of type 'string'"
 
 
 def test_inputs_that_are_not_an_object_are_rejected() -> None:

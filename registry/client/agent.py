@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from registry.definition import CompiledAgent, compile_definition
-from registry.errors import InvalidRequest
+from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, RenderError
 from registry.models import Prompt, Resolution
 from registry.parsers import ParseResult
 from registry.rendering import RenderLimits, TemplateEnvironment
@@ -81,10 +81,15 @@ class Agent:
         become lists, keys become strings; NaN and values JSON cannot carry
         are refused), are checked against the agent's ``inputs`` schema, and
         are rendered by the server's own sandboxed renderer with its limits.
-        Raises ``InvalidRequest``, ``InvalidInputs`` or ``RenderError``.
+        Raises ``InvalidRequest``, ``InvalidInputs`` or ``RenderError``; the
+        last two name this agent and its release in their message.
         """
         merged = {**(inputs or {}), **variables}
-        return self.compiled.render(as_request_json(merged), limits=_LIMITS)
+        try:
+            return self.compiled.render(as_request_json(merged), limits=_LIMITS)
+        except (InvalidInputs, RenderError) as exc:
+            exc.locate(f"{self.usecase}/{self.name}", self.tag)
+            raise
 
     def parse(self, output: str) -> ParseResult:
         """The model's reply to this agent as a ``ToolCall``, a ``FinalAnswer``
@@ -94,8 +99,13 @@ class Agent:
 
     @property
     def compiled(self) -> CompiledAgent:
-        """The templates compiled (the first call compiles them)."""
-        return self._compilation.get(self)
+        """The templates compiled (the first call compiles them). Raises
+        ``InvalidDefinition``, naming this agent and its release."""
+        try:
+            return self._compilation.get(self)
+        except InvalidDefinition as exc:
+            exc.locate(f"{self.usecase}/{self.name}", self.tag)
+            raise
 
     def with_source(self, source: Source) -> Agent:
         """The same agent, said to come from ``source``; shares the compilation."""

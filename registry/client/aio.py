@@ -98,7 +98,7 @@ class AsyncRegistryClient:
         request = self._http.build_request(
             "POST", self._core.agent_url(key, "/render"), json=self._core.render_body(inputs)
         )
-        return self._core.prompt_outcome(await self._send(request, retry=False))
+        return self._core.prompt_outcome(key, await self._send(request, retry=False))
 
     async def releases(self) -> Releases:
         return self._core.releases_outcome(await self._send(self._http.build_request("GET", "/v1/releases")))

@@ -28,6 +28,7 @@ from registry.errors import (
     NotFound,
     RegistryError,
     RegistryUnavailable,
+    RenderError,
     Unauthorized,
 )
 from registry.models import Issue, Message, Prompt, Release, Resolution
@@ -179,7 +180,7 @@ class ClientCore:
                 return agent
             self.cache.renew(key, entry)
             return entry.agent
-        body = self.json_answer(response)
+        body = self.json_answer(response, key)
         try:
             agent = _agent_from_answer(body)
         except (KeyError, TypeError, ValueError) as exc:
@@ -188,8 +189,8 @@ class ClientCore:
         self.cache.put(key, agent, immutable=immutable)
         return agent
 
-    def prompt_outcome(self, response: httpx.Response) -> Prompt:
-        body = self.json_answer(response)
+    def prompt_outcome(self, key: CacheKey, response: httpx.Response) -> Prompt:
+        body = self.json_answer(response, key)
         try:
             messages = tuple(Message(_text(m["role"]), _text(m["content"])) for m in body["messages"])
             return Prompt(
@@ -213,12 +214,13 @@ class ClientCore:
         except (KeyError, TypeError, ValueError) as exc:
             raise self.malformed(response, exc) from exc
 
-    def json_answer(self, response: httpx.Response) -> dict[str, Any]:
-        """A successful answer's JSON object; raises the error an error answer means."""
+    def json_answer(self, response: httpx.Response, key: CacheKey | None = None) -> dict[str, Any]:
+        """A successful answer's JSON object; raises the error an error answer
+        means (about the agent ``key`` names, when the request was for one)."""
         if response.status_code >= 500 or response.status_code == 429:
             raise self.unavailable(response.request, response)
         if response.status_code != 200:
-            raise error_from_problem(response)
+            raise error_from_problem(response, key)
         try:
             body = response.json()
         except ValueError as exc:
@@ -283,8 +285,9 @@ def bundle_fits(selector: str, release: BundleRelease) -> bool:
     return True
 
 
-def error_from_problem(response: httpx.Response) -> RegistryError:
-    """The typed error an RFC 9457 problem answer stands for."""
+def error_from_problem(response: httpx.Response, key: CacheKey | None = None) -> RegistryError:
+    """The typed error an RFC 9457 problem answer stands for; an error about
+    the agent of ``key`` names it, and the release requested."""
     try:
         body = response.json()
         slug = str(body["type"]).rsplit("/", 1)[-1]
@@ -303,6 +306,11 @@ def error_from_problem(response: httpx.Response) -> RegistryError:
         error = cls(detail, issues, **extensions)
     else:
         error = cls(detail, **extensions)
+    if key is not None and isinstance(error, (InvalidDefinition, InvalidInputs, RenderError)):
+        usecase, name, selector = key
+        # The problem does not say which release a range resolved to: the
+        # selector stands for it (an exact pin is the tag itself).
+        error.locate(f"{usecase}/{name}", selector)
     return error
 
 

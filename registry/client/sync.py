@@ -102,7 +102,7 @@ class RegistryClient:
         request = self._http.build_request(
             "POST", self._core.agent_url(key, "/render"), json=self._core.render_body(inputs)
         )
-        return self._core.prompt_outcome(self._send(request, retry=False))
+        return self._core.prompt_outcome(key, self._send(request, retry=False))
 
     def releases(self) -> Releases:
         """Every release of the registry, its latest, and its channels."""
