@@ -3,8 +3,8 @@
 # Build:
 #   docker build -t prompt-registry .
 #
-# Run with no configuration: serves the bundled library/ as the single
-# release "worktree" on port 8080:
+# Run with no configuration: serves the bundled example library, tagged
+# v1.0.0 and v1.1.0, on port 8080 (/app is not a git checkout):
 #   docker run --rm -p 8080:8080 prompt-registry
 #
 # Serve a git repository by its release tags (v1.2.0, ...). Mount it
@@ -58,15 +58,16 @@ RUN apt-get update \
     && git config --system --add safe.directory '*' \
     && useradd --system --create-home --uid 10001 --user-group registry
 
-# The package finds schemas/ and library/ next to registry/, so /app keeps
-# the source tree's layout and the project is installed in place (editable).
-# Only what the service needs at run time is copied: no tests, docs or bench.
+# A normal (not editable) install, as `pip install prompt-registry` would
+# be: the schemas and the example library travel as package data
+# (registry/schemas and registry/library link to the copies below).
+# Only what the build needs is copied: no tests, docs or bench.
 WORKDIR /app
 COPY setup.cfg pyproject.toml README.md gunicorn.conf.py ./
 COPY registry/ registry/
 COPY schemas/ schemas/
 COPY library/ library/
-RUN pip install --no-cache-dir -e .
+RUN pip install --no-cache-dir .
 
 # Code and library stay owned by root: the service cannot modify them.
 USER 10001:10001
