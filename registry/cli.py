@@ -293,7 +293,7 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
         repo, worktree = None, repo
     # A source given on the command line replaces the other ones' environment
     # variables ("" clears one; None means "not given").
-    return Settings.from_env(
+    settings = Settings.from_env(
         repo=repo or ("" if worktree or remote else None),
         worktree=worktree or ("" if repo or remote else None),
         remote=remote or ("" if repo or worktree else None),
@@ -302,6 +302,12 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
         data_dir=data_dir,
         **extra,
     )
+    if not release and settings.worktree and not Path(settings.worktree, settings.root).is_dir():
+        raise ConfigurationError(
+            f"no prompt library here: no {settings.root}/ in {Path(settings.worktree).resolve()}; run this inside"
+            " a library checkout, or give --repo PATH (or --root)"
+        )
+    return settings
 
 
 @contextmanager

@@ -401,6 +401,10 @@ def test_outside_a_checkout_release_commands_say_so_in_one_line(tmp_path: Path) 
             " one, or give --repo PATH (or REGISTRY_REPO)\n"
         ), args
     assert not (tmp_path / "x.json").exists()
+    for args in (("render", "chat/minimal"), ("parse", "chat/minimal", "--reply-file", "-")):
+        result = _cli(*args, cwd=tmp_path)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith(f"prompt-registry: no prompt library here: no ai_gateway/agents/ in {tmp_path}")
 
 
 def test_version_and_help_list_every_command() -> None:
