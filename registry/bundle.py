@@ -134,6 +134,12 @@ class Bundle:
         self._lock = threading.Lock()
         self._environment = TemplateEnvironment(self.partials.get)
 
+    @property
+    def label(self) -> str:
+        """How messages name the bundle: ``the bundle <path>``, or ``the
+        bundle`` when it was not read from a file."""
+        return "the bundle" if self.origin == "bundle" else f"the bundle {self.origin}"
+
     @classmethod
     def open(cls, path: str | Path) -> Bundle:
         """Read and check the bundle file at ``path``."""

@@ -487,6 +487,74 @@ def test_a_cold_client_falls_back_to_the_bundle(
         bare.get("chat", "minimal")
 
 
+def _served_bundle(app: Flask, tmp_path: Path, release: str) -> Path:
+    """The registry's ``GET /v1/bundle`` for ``release``, saved as a file."""
+    response = app.test_client().get("/v1/bundle", query_string={"release": release})
+    assert response.status_code == 200
+    path = tmp_path / f"served-{release}.json"
+    path.write_bytes(response.data)
+    return path
+
+
+def test_a_bundle_that_does_not_fit_the_pin_says_why_it_was_not_used(
+    registry_app: Flask, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    path = _served_bundle(registry_app, tmp_path, "v1.1.0")
+    down = f"http://127.0.0.1:{free_port()}"
+    client = RegistryClient(down, release="^2", bundle=str(path), retries=QUICK_RETRIES)
+    request.addfinalizer(client.close)
+    with pytest.raises(RegistryUnavailable) as ranged:
+        client.get("chat", "minimal")
+    message = str(ranged.value)
+    assert message.startswith(f"the registry at {down} is unavailable (")
+    assert message.endswith(f"; the bundle {path} holds v1.1.0, which does not satisfy ^2")
+    with pytest.raises(RegistryUnavailable) as exact:
+        client.get("chat", "minimal", release="v1.0.0")
+    assert str(exact.value).endswith(f"; the bundle {path} holds v1.1.0, not v1.0.0")
+    with RegistryClient(down, retries=QUICK_RETRIES) as bare, pytest.raises(RegistryUnavailable) as nothing:
+        bare.get("chat", "minimal")
+    assert str(nothing.value).endswith("; nothing cached and no bundle")
+
+
+def test_the_outage_warning_says_what_can_still_be_served(
+    registry_app: Flask, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="registry.client")
+    path = _served_bundle(registry_app, tmp_path, "v1.1.0")
+    down = f"http://127.0.0.1:{free_port()}"
+    warnings: dict[str, str] = {}
+    for case, options in [
+        ("bare", {}),
+        ("bundle", {"release": "^1.0", "bundle": str(path)}),
+        ("unfit", {"release": "^2", "bundle": str(path)}),
+    ]:
+        caplog.clear()
+        with RegistryClient(down, retries=QUICK_RETRIES, **options) as client:
+            try:
+                client.get("chat", "minimal")
+            except RegistryUnavailable:
+                pass
+        (warnings[case],) = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert warnings["bare"].endswith("; nothing cached or bundled to serve until it answers again")
+    assert warnings["bundle"].endswith(f"; serving the bundle {path} (v1.1.0)")
+    assert warnings["unfit"].endswith(
+        f"; nothing cached to serve, and the bundle {path} holds v1.1.0, which does not satisfy ^2"
+    )
+
+
+def test_the_outage_warning_with_a_cache_says_it_serves_cached_prompts(
+    transport: RecordingTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = _client(transport, release="^1.0", ttl=0)
+    client.get("chat", "minimal")
+    caplog.set_level(logging.WARNING, logger="registry.client")
+    transport.faults += [httpx.ConnectError("down")] * 3
+    with pytest.raises(RegistryUnavailable):
+        client.get("chat", "with_rules")
+    (warning,) = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert warning.endswith("; serving cached prompts")
+
+
 def test_a_damaged_bundle_is_refused(released_repo: LibraryRepo, tmp_path: Path) -> None:
     path = _export(released_repo, tmp_path, "v1.1.0")
     original = path.read_bytes()

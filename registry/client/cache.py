@@ -45,6 +45,10 @@ class AgentCache:
         self._refreshing: set[CacheKey] = set()
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
     def get(self, key: CacheKey) -> Entry | None:
         with self._lock:
             return self._entries.get(key)

@@ -10,6 +10,7 @@ import math
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from registry.bundle import Bundle, BundleRelease
+from registry.bundle import Bundle
 from registry.client.agent import Agent, _Compilation, as_request_json
 from registry.client.cache import AgentCache, CacheKey, Entry
 from registry.errors import (
@@ -84,10 +85,12 @@ class Releases:
 
 
 class Outage:
-    """Logs an outage once when it starts and once when it ends, not per request."""
+    """Logs an outage once when it starts (with what the client can still
+    serve, as ``fallback`` puts it) and once when it ends, not per request."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, *, fallback: Callable[[], str]) -> None:
         self._base_url = base_url
+        self._fallback = fallback
         self._since: float | None = None
         self._last_failure = -math.inf
         self._lock = threading.Lock()
@@ -98,7 +101,7 @@ class Outage:
             if self._since is not None:
                 return
             self._since = self._last_failure
-        log.warning("registry %s unavailable (%s); serving cached or bundled prompts", self._base_url, reason)
+        log.warning("registry %s unavailable (%s); %s", self._base_url, reason, self._fallback())
 
     def answered(self) -> None:
         with self._lock:
@@ -131,7 +134,7 @@ class ClientCore:
         self.release = release
         self.cache = AgentCache(ttl=ttl)
         self.retries = retries
-        self.outage = Outage(self.base_url)
+        self.outage = Outage(self.base_url, fallback=self.fallback)
         self.bundle = Bundle.open(bundle) if isinstance(bundle, str) else bundle
 
     # -- requests --------------------------------------------------------
@@ -236,11 +239,14 @@ class ClientCore:
 
     def from_bundle(self, key: CacheKey, error: RegistryUnavailable) -> Agent:
         """The agent from the bundle, when there is one for this release;
-        else ``error`` is raised. Cached for a TTL, so that an outage is not
-        paid for on every request."""
+        else ``error``, saying why there is none. Cached for a TTL, so that
+        an outage is not paid for on every request."""
         usecase, name, selector = key
-        if self.bundle is None or not bundle_fits(selector, self.bundle.release):
-            raise error
+        if self.bundle is None:
+            raise RegistryUnavailable(f"{error.detail}; nothing cached and no bundle") from error
+        misfit = bundle_misfit(selector, self.bundle)
+        if misfit is not None:
+            raise RegistryUnavailable(f"{error.detail}; {misfit}") from error
         bundled = self.bundle.agent(usecase, name)
         agent = Agent(
             usecase=usecase,
@@ -255,6 +261,17 @@ class ClientCore:
         )
         self.cache.put(key, agent, immutable=False, source="bundle")
         return agent
+
+    def fallback(self) -> str:
+        """What the client can serve while the registry is unavailable, in words."""
+        cached = len(self.cache) > 0
+        if self.bundle is None:
+            return "serving cached prompts" if cached else "nothing cached or bundled to serve until it answers again"
+        misfit = bundle_misfit(self.release or "latest", self.bundle)
+        if misfit is None:
+            bundled = f"{self.bundle.label} ({self.bundle.release.tag})"
+            return f"serving cached prompts and {bundled}" if cached else f"serving {bundled}"
+        return f"serving cached prompts; {misfit}" if cached else f"nothing cached to serve, and {misfit}"
 
     def should_skip_network(self) -> bool:
         """During an outage, a cold request with a bundle goes to the bundle at once."""
@@ -273,16 +290,19 @@ class ClientCore:
             self.cache.renew(key, entry, seconds=min(self.cache.ttl, STALE_RETRY_SECONDS))
 
 
-def bundle_fits(selector: str, release: BundleRelease) -> bool:
-    """Whether a bundle of ``release`` may answer for ``selector``: an exact
-    tag it is, a range it is in, or latest/a channel (the best there is)."""
+def bundle_misfit(selector: str, bundle: Bundle) -> str | None:
+    """Why ``bundle`` may not answer for ``selector``, or None when it may:
+    for an exact tag it is, a range it is in, or latest/a channel (the best there is)."""
+    tag = bundle.release.tag
     parsed = parse_selector(None if selector == "latest" else selector)
-    version = parse_version(release.tag)
+    version = parse_version(tag)
     if isinstance(parsed, ExactSelector):
-        return parsed.text == release.tag or (version is not None and parsed.version == version)
-    if isinstance(parsed, RangeSelector):
-        return version is not None and parsed.matches(version)
-    return True
+        if parsed.text == tag or (version is not None and parsed.version == version):
+            return None
+        return f"{bundle.label} holds {tag}, not {selector}"
+    if isinstance(parsed, RangeSelector) and (version is None or not parsed.matches(version)):
+        return f"{bundle.label} holds {tag}, which does not satisfy {selector}"
+    return None
 
 
 def error_from_problem(response: httpx.Response, key: CacheKey | None = None) -> RegistryError:
