@@ -5,7 +5,8 @@ A working tree is read as the registry would serve it (``WorktreeStore`` and
 include resolution as the server), so lint passes exactly when the registry
 would serve every definition. On top of what serving needs, lint reports
 what is probably a mistake: files outside the layout, inputs nothing uses,
-includes it cannot check, partials nothing includes.
+includes it cannot check, partials nothing includes, and includes that
+recurse on every path (Jinja finds those only when a render never ends).
 
 Every finding has a stable rule id (``RULES``), a severity, a file, a line and
 column when known, and a one-line hint.
@@ -22,11 +23,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from jinja2 import TemplateError, meta, nodes
+
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, ReleaseCatalog
 from registry.models import Issue, json_pointer, shorten
 from registry.parsers import OutputParser, ParseError
-from registry.safeyaml import JsonPath, YamlDocument, YamlLimits, parse_yaml
+from registry.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.worktree import WorktreeStore
 
 DEFAULT_ROOT = "ai_gateway/agents"
@@ -88,6 +91,12 @@ RULES: dict[str, Rule] = {
             "warning",
             "a partial that no definition includes",
             "include it from a definition, or delete it",
+        ),
+        Rule(
+            "recursive-include",
+            "error",
+            "a partial includes itself, directly or through others, on every path, so rendering never ends",
+            "break the cycle, or put the include under an {% if %} or {% for %} that ends",
         ),
         Rule("file-size", "error", "the file is larger than the registry serves", "split it into partials"),
         Rule(
@@ -239,30 +248,67 @@ def lint(
                 definitions.append((parts[0], parts[1][: -len(DEFINITION_SUFFIX)]))
     report.definitions = [shown(f"{usecase}/{name}{DEFINITION_SUFFIX}") for usecase, name in definitions]
 
+    graph = _IncludeGraph(catalog)
     included: set[str] = set()
-    dynamic = False
-    for outcome in _check_all(catalog, base, agents_root, limits, definitions, progress, jobs):
+    reaches_any = False
+    cycles: dict[tuple[str, ...], _Cycle] = {}
+    for outcome in _check_all(catalog, graph, base, agents_root, limits, definitions, progress, jobs):
         report.findings.extend(outcome.findings)
         included.update(outcome.partials)
-        dynamic = dynamic or outcome.dynamic
-    # A computed include may reach any partial: then none is called unused.
-    if not dynamic:
-        for partial in partials:
-            if partial not in included:
-                report.findings.append(
-                    _finding("unused-partial", shown(partial), f"{partial} is not included anywhere")
-                )
+        reaches_any = reaches_any or outcome.reaches_any
+        cycles.update((cycle.path, cycle) for cycle in outcome.cycles)
+    unincluded = [partial for partial in partials if partial not in included]
+    # A computed include, or one lint could not read, may reach any partial:
+    # then none is called unused.
+    if not reaches_any:
+        for partial in unincluded:
+            report.findings.append(_finding("unused-partial", shown(partial), f"{partial} is not included anywhere"))
+    # A cycle is reported once, at its first partial, however many definitions reach it.
+    cycles.update((cycle.path, cycle) for cycle in graph.cycles(graph.reach(unincluded)[0]))
+    for cycle in cycles.values():
+        report.findings.append(
+            _finding(
+                "recursive-include",
+                shown(cycle.path[0]),
+                f"recursive include: {cycle.shown}; every include in it is unconditional, so rendering never ends",
+                line=cycle.line,
+            )
+        )
     report.findings.sort(key=lambda f: (f.file, f.line or 0, f.column or 0, f.rule))
     return report
 
 
 @dataclass(frozen=True)
+class _Cycle:
+    """Templates that include one another in a ring, each unconditionally:
+    ``path`` starts at the first by name and ends where it started."""
+
+    path: tuple[str, ...]
+    line: int
+    """Of the include from the first template to the second."""
+
+    @property
+    def shown(self) -> str:
+        """The path joined by arrows; a long ring with its middle left out."""
+        path = self.path
+        if len(path) > _SHOWN_NAMES + 1:
+            path = (*path[: _SHOWN_NAMES - 2], f"({len(path) - _SHOWN_NAMES} more)", *path[-2:])
+        return " -> ".join(path)
+
+
+_SHOWN_NAMES = 8
+
+
+@dataclass(frozen=True)
 class _Outcome:
-    """What checking one definition found, and which partials it reaches."""
+    """What checking one definition found, which partials it reaches, and the
+    recursive includes among them."""
 
     findings: list[Finding]
     partials: tuple[str, ...] = ()
-    dynamic: bool = False
+    reaches_any: bool = False
+    """An include is computed, or could not be read: any partial may be reached."""
+    cycles: tuple[_Cycle, ...] = ()
 
 
 def open_worktree_catalog(base: Path, agents_root: str, limits: YamlLimits) -> ReleaseCatalog:
@@ -274,6 +320,7 @@ def open_worktree_catalog(base: Path, agents_root: str, limits: YamlLimits) -> R
 
 def _check_all(
     catalog: ReleaseCatalog,
+    graph: _IncludeGraph,
     base: Path,
     agents_root: str,
     limits: YamlLimits,
@@ -285,7 +332,7 @@ def _check_all(
     total = len(definitions)
     if jobs == 1 or total < _PARALLEL_FROM:
         for done, (usecase, name) in enumerate(definitions, start=1):
-            yield _check(catalog, usecase, name)
+            yield _check(catalog, graph, usecase, name)
             if progress is not None:
                 progress(done, total)
         return
@@ -300,29 +347,254 @@ def _check_all(
 
 
 _worker_catalog: ReleaseCatalog | None = None
+_worker_graph: _IncludeGraph | None = None
 
 
 def _start_worker(base: Path, agents_root: str, limits: YamlLimits) -> None:
-    global _worker_catalog
+    global _worker_catalog, _worker_graph
     _worker_catalog = open_worktree_catalog(base, agents_root, limits)
+    _worker_graph = _IncludeGraph(_worker_catalog)
 
 
 def _check_batch(batch: list[tuple[str, str]]) -> list[_Outcome]:
-    assert _worker_catalog is not None
-    return [_check(_worker_catalog, usecase, name) for usecase, name in batch]
+    assert _worker_catalog is not None and _worker_graph is not None
+    return [_check(_worker_catalog, _worker_graph, usecase, name) for usecase, name in batch]
 
 
-def _check(catalog: ReleaseCatalog, usecase: str, name: str) -> _Outcome:
+def _check(catalog: ReleaseCatalog, graph: _IncludeGraph, usecase: str, name: str) -> _Outcome:
     file = catalog.repository_path(f"{usecase}/{name}{DEFINITION_SUFFIX}")
     loaded = catalog.load(usecase, name)
     if isinstance(loaded, InvalidDefinition):
-        return _Outcome([Finding.from_issue(issue, file) for issue in loaded.errors])
-    warnings = list(_warnings(loaded, file)) + list(_tool_findings(loaded, file))
+        return _check_invalid(catalog, graph, usecase, name, loaded, file)
+    roots = [(role, compiled.referenced) for role, compiled in loaded.compiled.templates]
+    partials, reaches_any, cycles, cycle_findings = _includes(graph, roots, file)
+    warnings = [*_warnings(loaded, file), *_tool_findings(loaded, file), *cycle_findings]
     if warnings:
         # Positions only when there is something to point at: parsing again costs.
         document = parse_yaml(catalog.definition_source(usecase, name), limits=catalog.yaml_limits)
         warnings = [w.located(document) for w in warnings]
-    return _Outcome(warnings, loaded.compiled.partials, loaded.compiled.dynamic_includes)
+    return _Outcome(warnings, partials, reaches_any, cycles)
+
+
+def _check_invalid(
+    catalog: ReleaseCatalog,
+    graph: _IncludeGraph,
+    usecase: str,
+    name: str,
+    invalid: InvalidDefinition,
+    file: str,
+) -> _Outcome:
+    """An invalid definition's errors; and, since its templates are still
+    what its author means to include, the partials they reach."""
+    findings = [Finding.from_issue(issue, file) for issue in invalid.errors]
+    try:
+        document = parse_yaml(catalog.definition_source(usecase, name), limits=catalog.yaml_limits)
+    except YamlError:
+        return _Outcome(findings, reaches_any=True)
+    templates = (document.value.get("prompt_templates") or {}) if isinstance(document.value, dict) else None
+    if not isinstance(templates, dict):
+        return _Outcome(findings, reaches_any=True)
+    roots: list[tuple[str, tuple[str | None, ...]]] = []
+    for role, source in templates.items():
+        if not isinstance(source, str):
+            continue  # not a template: the schema says so
+        try:
+            parsed = catalog.environment.parse(source, name=f"{file}#{role}")
+        except (TemplateError, RecursionError, MemoryError):
+            return _Outcome(findings, reaches_any=True)
+        roots.append((role, tuple(meta.find_referenced_templates(parsed))))
+    partials, reaches_any, cycles, cycle_findings = _includes(graph, roots, file)
+    findings.extend(finding.located(document) for finding in cycle_findings)
+    return _Outcome(findings, partials, reaches_any, cycles)
+
+
+def _includes(
+    graph: _IncludeGraph, roots: list[tuple[str, tuple[str | None, ...]]], file: str
+) -> tuple[tuple[str, ...], bool, tuple[_Cycle, ...], list[Finding]]:
+    """What the templates of one definition (role, the names each includes)
+    reach: the partials, whether any partial may be, the recursive includes,
+    and a finding for each of those at the first template that reaches it."""
+    partials: set[str] = set()
+    reaches_any = False
+    cycles: dict[tuple[str, ...], _Cycle] = {}
+    findings = []
+    for role, names in roots:
+        reached, unknown = graph.reach(names)
+        partials |= reached
+        reaches_any = reaches_any or unknown
+        for cycle in graph.cycles(reached):
+            if cycle.path not in cycles:
+                cycles[cycle.path] = cycle
+                findings.append(
+                    _finding(
+                        "recursive-include",
+                        file,
+                        f"{role} template reaches a recursive include: {cycle.shown}",
+                        at=("prompt_templates", role),
+                    )
+                )
+    return tuple(sorted(partials)), reaches_any, tuple(cycles.values()), findings
+
+
+@dataclass(frozen=True)
+class _Template:
+    """What one included file includes in turn."""
+
+    references: tuple[str | None, ...]
+    """Every name it includes, imports or extends; None for one computed at
+    render time, or when the file does not compile (it may include anything)."""
+    always: dict[str, int]
+    """The names it includes every time it renders, with the first line of each."""
+
+
+_UNREADABLE = _Template((None,), {})
+# Statements whose body may run once, never, or many times; a block's body
+# is replaced by that of a template that extends this one.
+_BRANCHES = (nodes.If, nodes.For, nodes.Macro, nodes.CallBlock, nodes.Block)
+_INCLUDES = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+
+
+class _IncludeGraph:
+    """The templates of one catalog as a graph of includes, each file read
+    once: which partials a definition reaches, and the rings of includes that
+    can never end."""
+
+    def __init__(self, catalog: ReleaseCatalog) -> None:
+        self._catalog = catalog
+        self._templates: dict[str, _Template | None] = {}
+        self._cycles: dict[str, _Cycle | None] = {}
+
+    def template(self, name: str) -> _Template | None:
+        """The file ``name`` as a template; None when there is no such file."""
+        if name not in self._templates:
+            self._templates[name] = self._read(name)
+        return self._templates[name]
+
+    def reach(self, names: Iterable[str | None]) -> tuple[set[str], bool]:
+        """Every file that ``names`` include, directly or not, and whether
+        one may be any file at all."""
+        reached: set[str] = set()
+        unknown = False
+        pending = list(names)
+        while pending:
+            name = pending.pop()
+            if name is None:
+                unknown = True
+                continue
+            if name in reached:
+                continue
+            template = self.template(name)
+            if template is not None:
+                reached.add(name)
+                pending.extend(template.references)
+        return reached, unknown
+
+    def cycles(self, names: Iterable[str]) -> list[_Cycle]:
+        """The rings of unconditional includes that any of ``names`` is in,
+        once each, by path."""
+        found: dict[tuple[str, ...], _Cycle] = {}
+        for name in sorted(names):
+            if name not in self._cycles:
+                self._find_components(name)
+            cycle = self._cycles[name]
+            if cycle is not None:
+                found.setdefault(cycle.path, cycle)
+        return sorted(found.values(), key=lambda cycle: cycle.path)
+
+    def _read(self, name: str) -> _Template | None:
+        try:
+            self._catalog.tree.size(name)
+        except KeyError:
+            return None
+        environment = self._catalog.environment
+        try:
+            # The registry's own loader: the same name rules, size limit and encoding.
+            source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]
+            tree = environment.parse(source, name=name)
+        except (TemplateError, RecursionError, MemoryError):
+            return _UNREADABLE
+        return _Template(tuple(meta.find_referenced_templates(tree)), _unconditional_includes(tree))
+
+    def _always(self, name: str) -> list[str]:
+        template = self.template(name)
+        return [] if template is None else sorted(t for t in template.always if self.template(t) is not None)
+
+    def _find_components(self, start: str) -> None:
+        """Tarjan's strongly connected components of the unconditional
+        includes from ``start``, iteratively (a chain of includes may be
+        longer than Python's recursion limit); each records its cycle."""
+        index: dict[str, int] = {start: 0}
+        low: dict[str, int] = {start: 0}
+        stack = [start]
+        on_stack = {start}
+        work = [(start, iter(self._always(start)))]
+        while work:
+            name, targets = work[-1]
+            for target in targets:
+                if target in self._cycles:
+                    continue  # in a component an earlier search finished
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(self._always(target))))
+                    break
+                if target in on_stack:
+                    low[name] = min(low[name], index[target])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[name])
+                if low[name] == index[name]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == name:
+                            break
+                    cycle = self._shortest_cycle(component)
+                    for member in component:
+                        self._cycles[member] = cycle
+
+    def _shortest_cycle(self, component: set[str]) -> _Cycle | None:
+        """The shortest ring through the component's first template, or None
+        when the component is one template that does not include itself."""
+        first = min(component)
+        came_from: dict[str, str] = {}
+        queue = [first]
+        for name in queue:
+            for target in self._always(name):
+                if target == first:
+                    path = [name]
+                    while path[-1] != first:
+                        path.append(came_from[path[-1]])
+                    ring = (first, *reversed(path[:-1]), first)
+                    template = self.template(first)
+                    assert template is not None
+                    return _Cycle(ring, template.always[ring[1]])
+                if target in component and target not in came_from:
+                    came_from[target] = name
+                    queue.append(target)
+        return None
+
+
+def _unconditional_includes(tree: nodes.Template) -> dict[str, int]:
+    """The literal names a template includes, imports or extends every time
+    it renders (not under an if, a for, a macro, a call or a block), each
+    with its first line."""
+    found: dict[str, int] = {}
+    pending: list[nodes.Node] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, _INCLUDES) and isinstance(node.template, nodes.Const):
+            name = node.template.value
+            if isinstance(name, str) and (name not in found or node.lineno < found[name]):
+                found[name] = node.lineno
+        if not isinstance(node, _BRANCHES):
+            pending.extend(node.iter_child_nodes())
+    return found
 
 
 def _layout_finding(parts: list[str], file: str) -> Finding | None:
@@ -413,6 +685,9 @@ def _finding(
     *,
     hint: str | None = None,
     at: JsonPath = (),
+    line: int | None = None,
 ) -> Finding:
     rule = RULES[rule_id]
-    return Finding(rule=rule.id, severity=rule.severity, file=file, message=message, hint=hint or rule.hint, at=at)
+    return Finding(
+        rule=rule.id, severity=rule.severity, file=file, message=message, hint=hint or rule.hint, at=at, line=line
+    )

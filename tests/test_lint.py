@@ -87,6 +87,10 @@ prompt_templates:
 """
     },
     "file-size": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: |\n" + "    padding\n" * 40_000},
+    "recursive-include": {
+        "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/self.jinja' %}\"\n",
+        "_partials/self.jinja": "again: {% include '_partials/self.jinja' %}",
+    },
 }
 
 
@@ -161,15 +165,133 @@ def test_hostile_libraries(tmp_path: Path) -> None:
     assert by_file["chat/escape.yml"] == {"missing-include"}
     assert by_file["chat/big.yml"] == {"file-size"}
     assert by_file["chat/ünï cødé.yml"] == {"name"} and by_file["chat/with space.yml"] == {"name"}
-    # Recursive includes compile (Jinja resolves them at render time); the
-    # render stops with a RenderError, never a crash.
-    assert "chat/loop_a.yml" not in by_file
+    # Recursive includes compile (Jinja resolves them at render time), so the
+    # registry serves them; lint reports them, and the render stops with a
+    # RenderError, never a crash.
+    assert by_file["chat/loop_a.yml"] == {"recursive-include"}
+    assert by_file["_partials/a.jinja"] == {"recursive-include"}
+    loop = next(f for f in report.findings if f.file == f"{AGENTS}/_partials/a.jinja")
+    assert "_partials/a.jinja -> _partials/b.jinja -> _partials/a.jinja" in loop.message
     catalog = open_worktree_catalog(tmp_path / "library", AGENTS, YamlLimits())
     loop = catalog.load("chat", "loop_a")
     assert isinstance(loop, LoadedAgent)
     with pytest.raises(RenderError, match="recursion too deep"):
         loop.compiled.render({}, limits=RenderLimits())
     assert "notes.txt" not in by_file
+
+
+def test_a_partial_included_only_by_a_definition_with_a_schema_error_is_not_unused(tmp_path: Path) -> None:
+    schema_error = """\
+name: x
+modle: {name: typo}
+prompt_templates:
+  user: "{% include '_partials/only.jinja' %}"
+  critic: "{% include '_partials/critic.jinja' %}"
+  assistant: 12
+"""
+    files: dict[str, str | bytes] = {
+        "chat/bad.yml": schema_error,
+        "_partials/only.jinja": "{% include '_partials/nested.jinja' %}",
+        "_partials/nested.jinja": "nested",
+        "_partials/critic.jinja": "an unknown role's template is still followed",
+        "_partials/orphan.jinja": "nobody includes me",
+    }
+    report = lint(_library(tmp_path, files))
+    unused = [f.file for f in report.findings if f.rule == "unused-partial"]
+    assert unused == [f"{AGENTS}/_partials/orphan.jinja"]
+    assert _rules(report) == {"schema", "unused-partial"}
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        "name: [unclosed\nprompt_templates: {user: \"{% include '_partials/orphan.jinja' %}\"}\n",
+        "- a list\n",
+        "name: x\nprompt_templates: \"{% include '_partials/orphan.jinja' %}\"\n",
+        "name: x\nprompt_templates:\n  user: \"{% include '_partials/orphan.jinja' %}{% if %}\"\n",
+        "name: x\nprompt_templates:\n  user: \"{% include '_partials/broken.jinja' %}\"\n",
+    ],
+    ids=["yaml-syntax", "not-a-mapping", "templates-not-a-mapping", "template-syntax", "partial-syntax"],
+)
+def test_no_partial_is_called_unused_when_a_definitions_includes_cannot_be_read(
+    tmp_path: Path, unreadable: str
+) -> None:
+    files: dict[str, str | bytes] = {
+        "chat/bad.yml": unreadable,
+        "_partials/orphan.jinja": "perhaps included",
+        "_partials/broken.jinja": "{% include '_partials/orphan.jinja' %}{% endif %}",
+    }
+    report = lint(_library(tmp_path, files))
+    assert report.errors and "unused-partial" not in _rules(report)
+
+
+def test_a_recursive_include_is_reported_once_per_cycle_with_its_path(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        "chat/one.yml": """\
+name: one
+prompt_templates:
+  system: "{% include '_partials/a.jinja' %}"
+  user: "{% include '_partials/b.jinja' %}"
+""",
+        "chat/two.yml": "name: two\nmodle: x\nprompt_templates:\n  user: \"{% include '_partials/b.jinja' %}\"\n",
+        "_partials/a.jinja": "A\n{% if x %}{{ x }}{% endif %}\n{% include '_partials/b.jinja' %}",
+        "_partials/b.jinja": "{% import '_partials/a.jinja' as a %}{% include '_partials/c.jinja' %}",
+        "_partials/c.jinja": "{% include '_partials/c.jinja' %}",
+        "_partials/orphan.jinja": "{% extends '_partials/orphan.jinja' %}",
+    }
+    report = lint(_library(tmp_path, files))
+    found = [
+        (f.file.removeprefix(AGENTS + "/"), f.line, f.message) for f in report.findings if f.rule == "recursive-include"
+    ]
+    ab = "_partials/a.jinja -> _partials/b.jinja -> _partials/a.jinja"
+    cc = "_partials/c.jinja -> _partials/c.jinja"
+    assert found == [
+        (
+            "_partials/a.jinja",
+            3,
+            f"recursive include: {ab}; every include in it is unconditional, so rendering never ends",
+        ),
+        (
+            "_partials/c.jinja",
+            1,
+            f"recursive include: {cc}; every include in it is unconditional, so rendering never ends",
+        ),
+        (
+            "_partials/orphan.jinja",
+            1,
+            "recursive include: _partials/orphan.jinja -> _partials/orphan.jinja; every include in it is"
+            " unconditional, so rendering never ends",
+        ),
+        ("chat/one.yml", 3, f"system template reaches a recursive include: {ab}"),
+        ("chat/one.yml", 3, f"system template reaches a recursive include: {cc}"),
+        ("chat/two.yml", 4, f"user template reaches a recursive include: {ab}"),
+        ("chat/two.yml", 4, f"user template reaches a recursive include: {cc}"),
+    ]
+    assert all(f.severity == "error" for f in report.findings if f.rule == "recursive-include")
+
+
+def test_a_long_recursive_include_is_shown_with_its_middle_left_out(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        f"_partials/p{i:02d}.jinja": f"{{% include '_partials/p{(i + 1) % 12:02d}.jinja' %}}" for i in range(12)
+    }
+    report = lint(_library(tmp_path, files))
+    (finding,) = [f for f in report.findings if f.rule == "recursive-include"]
+    shown = " -> ".join(f"_partials/p{i:02d}.jinja" for i in range(6))
+    assert f"{shown} -> (5 more) -> _partials/p11.jinja -> _partials/p00.jinja;" in finding.message
+
+
+def test_a_recursive_include_that_can_end_is_not_reported(tmp_path: Path) -> None:
+    tree = "{{ node.name }}({% for child in node.children %}{% with node = child %}{% include '_partials/tree.jinja' %}{% endwith %}{% endfor %})"
+    files: dict[str, str | bytes] = {
+        "chat/tree.yml": "name: tree\nprompt_templates:\n  user: \"{% include '_partials/tree.jinja' %}\"\n",
+        "_partials/tree.jinja": tree,
+    }
+    report = lint(_library(tmp_path, files))
+    assert report.findings == []
+    agent = open_worktree_catalog(tmp_path / "library", AGENTS, YamlLimits()).load("chat", "tree")
+    assert isinstance(agent, LoadedAgent)
+    node = {"name": "a", "children": [{"name": "b", "children": []}, {"name": "c", "children": []}]}
+    assert agent.compiled.render({"node": node}, limits=RenderLimits()).messages[0].content == "a(b()c())"
 
 
 def test_two_thousand_files_in_one_usecase(tmp_path: Path) -> None:
