@@ -1,5 +1,6 @@
 """Everyday author commands: ``new`` scaffolds a definition, ``render`` prints
-what the model will receive."""
+what the model will receive, ``diff`` shows what changed and ``check-release``
+gates a release."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry.definition import SCHEMA_FILE
 from registry.diff import LibraryDiff, classify, diff_catalogs, required_bump
-from registry.errors import ConfigurationError, InvalidRequest, ReleaseNotFound
+from registry.errors import ConfigurationError, InvalidRequest
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
 from registry.models import Release
@@ -194,7 +195,8 @@ def diff_command(path: str, settings: Settings, source: str, target: str, *, as_
 
 
 def diff_text(diff: LibraryDiff) -> str:
-    lines = [f"diff {diff.source.tag} ({diff.source.commit[:12]}) .. {diff.target.tag} ({diff.target.commit[:12]})"]
+    source = "nothing" if diff.source is None else f"{diff.source.tag} ({diff.source.commit[:12]})"
+    lines = [f"diff {source} .. {diff.target.tag} ({diff.target.commit[:12]})"]
     for change in diff.changes:
         if change.status != "changed":
             lines.append(f"{change.status}: {change.agent}")
@@ -208,11 +210,14 @@ def diff_text(diff: LibraryDiff) -> str:
         for name, text in change.examples.items():
             lines.append(f"  what the model receives for example {name!r}:")
             lines.extend("    " + line for line in text.rstrip("\n").splitlines())
-    lines.append(f"{diff.unchanged} agent{'' if diff.unchanged == 1 else 's'} unchanged")
+    lines.append(f"{_counted(diff.unchanged, 'agent')} unchanged")
     return "\n".join(lines) + "\n"
 
 
 def check_release_command(path: str, settings: Settings, next_version: str, *, against: str | None, ref: str) -> int:
+    """Print whether releasing ``ref`` as ``next_version`` is honest, and why;
+    1 when it is not: too small a bump, a moved tag, or any definition the
+    registry would refuse to serve."""
     from registry.app import build_service
 
     if parse_version(next_version) is None:
@@ -220,23 +225,36 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
     service = build_service(settings)
     try:
         index = service.store.releases()
-        if not index.releases:
-            raise ReleaseNotFound("the repository has no release to compare with; tag the first one (any version)")
-        previous = service.resolve(against).release if against else _previous_release(index, next_version)
         current, current_catalog = _open_ref(service, path, ref)
-        diff = diff_catalogs(previous, service.catalog(previous), current, current_catalog)
+        previous = service.resolve(against).release if against else _previous_release(index, next_version, current)
+        before = service.catalog(previous) if previous is not None else None
+        diff = diff_catalogs(previous, before, current, current_catalog)
         failures = _immutability_failures(service, index, next_version, current, current_catalog)
     finally:
         service.close()
     needed, reasons = classify(diff)
-    planned = required_bump(previous.tag, next_version)
-    print(f"{previous.tag} -> {next_version}: a {planned} release; the changes require {_article(needed)}")
+    if previous is None:
+        print(f"{next_version}: the first release; every agent is added")
+    else:
+        planned = required_bump(previous.tag, next_version)
+        print(f"{previous.tag} -> {next_version}: a {planned} release; the changes require {_article(needed)}")
+        if planned == "none":
+            failures.append(f"{next_version} is not higher than {previous.tag}")
+        elif _ORDER_OF[planned] < _ORDER_OF[needed]:
+            failures.append(f"{next_version} is a {planned} release, but the changes require a {needed} release")
     for reason in reasons:
         print(f"  {reason.bump:<6} {reason.agent}: {reason.why}")
-    if planned == "none":
-        failures.append(f"{next_version} is not higher than {previous.tag}")
-    elif _ORDER_OF[planned] < _ORDER_OF[needed]:
-        failures.append(f"{next_version} is a {planned} release, but the changes require a {needed} release")
+    if diff.invalid:
+        print("invalid definitions (run prompt-registry lint):")
+        for file, issues in diff.invalid.items():
+            for issue in issues:
+                where = ":".join(str(p) for p in (issue.file or file, issue.line, issue.column) if p is not None)
+                print(f"  {where}: {issue.message}")
+        count = len(diff.invalid)
+        failures.append(
+            f"{_counted(count, 'definition')} {'is' if count == 1 else 'are'} invalid;"
+            f" the registry would not serve {'it' if count == 1 else 'them'}"
+        )
     for failure in failures:
         print(f"FAILED: {failure}")
     if not failures:
@@ -247,16 +265,29 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
 _ORDER_OF = {"none": 0, "patch": 1, "minor": 2, "major": 3}
 
 
-def _previous_release(index: ReleaseIndex, next_version: str) -> Release:
-    """The highest release below ``next_version`` (so that a tag pipeline,
-    where the new tag exists already, compares with the one before it), or
-    the highest release when none is below."""
+def _previous_release(index: ReleaseIndex, next_version: str, current: Release) -> Release | None:
+    """The release to compare ``current`` with: the highest below
+    ``next_version`` (so that a tag pipeline, where the new tag exists
+    already, compares with the one before it). When none is below: nothing
+    (a first release) if there is no release at all or ``current`` is the
+    tag ``next_version`` itself, else the highest release, which
+    ``next_version`` then fails to exceed."""
     planned = parse_version(next_version)
     for release in index.releases:  # newest first
         version = parse_version(release.tag)
         if version is not None and planned is not None and version < planned:
             return release
+    if not index.releases or _names_version(current.tag, next_version):
+        return None
     return index.releases[0]
+
+
+def _names_version(tag: str, version: str) -> bool:
+    return tag.removeprefix("v") == version.removeprefix("v")
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _article(bump: str) -> str:
@@ -271,7 +302,7 @@ def _immutability_failures(
     failures = [
         f"tag {r.tag} was moved from {r.commit[:12]} to {r.moved_to[:12]}" for r in index.releases if r.moved_to
     ]
-    existing = next((r for r in index.releases if r.tag in (next_version, "v" + next_version.removeprefix("v"))), None)
+    existing = next((r for r in index.releases if _names_version(r.tag, next_version)), None)
     if existing is not None:
         same = diff_catalogs(existing, service.catalog(existing), current, catalog).changes == []
         if not same:

@@ -4,8 +4,9 @@
 working tree) agent by agent: which agents were added or removed, and for a
 changed one which fields changed, a unified diff of each template and of each
 partial it reaches, and, when it has examples, the diff of what the model
-would receive for each. ``classify`` turns a diff into the SemVer bump it
-requires, with a reason for each.
+would receive for each. The "before" side may be nothing at all (a first
+release: everything is added). ``classify`` turns a diff into the SemVer bump
+it requires, with a reason for each.
 """
 
 from __future__ import annotations
@@ -15,14 +16,27 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from registry.errors import InvalidDefinition, RegistryError
-from registry.loading import LoadedAgent, ReleaseCatalog
-from registry.models import Release
+from registry.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
+from registry.models import Issue, Release
 from registry.rendering import RenderLimits
 
 Bump = Literal["major", "minor", "patch", "none"]
 _ORDER: dict[str, int] = {"none": 0, "patch": 1, "minor": 2, "major": 3}
-# Top-level keys compared as fields (templates and examples are diffed themselves).
-_FIELDS = ("name", "description", "model", "params", "inputs", "metadata")
+# Top-level keys compared as fields, in the schema's order (templates are diffed themselves).
+_FIELDS = (
+    "name",
+    "description",
+    "model",
+    "params",
+    "inputs",
+    "metadata",
+    "type",
+    "tools",
+    "output_parser",
+    "rag",
+    "max_iterations",
+    "examples",
+)
 
 
 @dataclass
@@ -62,14 +76,18 @@ class AgentChange:
 
 @dataclass
 class LibraryDiff:
-    source: Release
+    source: Release | None
+    """None when there is nothing before (a first release)."""
     target: Release
     changes: list[AgentChange]
     unchanged: int
+    invalid: dict[str, list[Issue]] = field(default_factory=dict)
+    """Every definition of the target that is invalid, changed or not, by
+    file: what the registry would refuse to serve."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "from": {"ref": self.source.tag, "commit": self.source.commit},
+            "from": None if self.source is None else {"ref": self.source.tag, "commit": self.source.commit},
             "to": {"ref": self.target.tag, "commit": self.target.commit},
             "added": [c.agent for c in self.changes if c.status == "added"],
             "removed": [c.agent for c in self.changes if c.status == "removed"],
@@ -78,24 +96,32 @@ class LibraryDiff:
         }
 
 
-def diff_catalogs(source: Release, before: ReleaseCatalog, target: Release, after: ReleaseCatalog) -> LibraryDiff:
-    old, new = set(before.agent_names()), set(after.agent_names())
+def diff_catalogs(
+    source: Release | None, before: ReleaseCatalog | None, target: Release, after: ReleaseCatalog
+) -> LibraryDiff:
+    """Compare ``after`` with ``before`` agent by agent; ``before`` None is an
+    empty library (every agent of ``after`` is added)."""
+    old = set(before.agent_names()) if before is not None else set()
+    new = set(after.agent_names())
     changes: list[AgentChange] = []
     unchanged = 0
+    invalid: dict[str, list[Issue]] = {}
     for usecase, name in sorted(old | new):
-        a = before.load(usecase, name) if (usecase, name) in old else None
+        a = before.load(usecase, name) if before is not None and (usecase, name) in old else None
         b = after.load(usecase, name) if (usecase, name) in new else None
+        if isinstance(b, InvalidDefinition):
+            invalid[after.repository_path(f"{usecase}/{name}{DEFINITION_SUFFIX}")] = b.errors
         if a is None:
             changes.append(_one_sided(usecase, name, "added", b))
         elif b is None:
             changes.append(_one_sided(usecase, name, "removed", a))
         else:
-            change = _compare(usecase, name, a, b, before.repository_path(f"{usecase}/{name}.yml"))
+            change = _compare(usecase, name, a, b, after.repository_path(f"{usecase}/{name}{DEFINITION_SUFFIX}"))
             if change is None:
                 unchanged += 1
             else:
                 changes.append(change)
-    return LibraryDiff(source, target, changes, unchanged)
+    return LibraryDiff(source, target, changes, unchanged, invalid)
 
 
 def _one_sided(
@@ -187,26 +213,45 @@ class Reason:
 
 
 def classify(diff: LibraryDiff) -> tuple[Bump, list[Reason]]:
-    """The bump the changes require, and why: removing an agent, removing or
-    renaming an input, adding a required input or narrowing an input's type
-    is major; adding an agent or an optional input is minor; any other
-    change of a digest is patch."""
+    """The bump the changes require, and why: removing an agent, making it
+    invalid, removing or renaming an input, adding a required input or
+    narrowing an input's type is major; adding an agent or an optional input,
+    or making an invalid agent valid, is minor; any other change of a digest
+    is patch."""
     reasons: list[Reason] = []
     for change in diff.changes:
-        if change.status == "removed":
-            reasons.append(Reason("major", change.agent, "the agent was removed"))
-        elif change.status == "added":
-            reasons.append(Reason("minor", change.agent, "the agent was added"))
-        else:
-            reasons.extend(_input_reasons(change))
-            if not any(r.agent == change.agent for r in reasons):
-                what = ", ".join(change.fields + [f"{role} template" for role in change.templates]) or "partials"
-                reasons.append(Reason("patch", change.agent, f"its content changed ({what})"))
+        reasons.extend(_change_reasons(change))
     bump: Bump = "none"
     for reason in reasons:
         if _ORDER[reason.bump] > _ORDER[bump]:
             bump = reason.bump
     return bump, sorted(reasons, key=lambda r: (-_ORDER[r.bump], r.agent, r.why))
+
+
+def _change_reasons(change: AgentChange) -> list[Reason]:
+    agent = change.agent
+    if change.status == "removed":
+        if "from" in change.invalid:
+            # Callers got invalid-definition before and agent-not-found now: nothing they used broke.
+            return [Reason("patch", agent, "the agent was removed (it was invalid)")]
+        return [Reason("major", agent, "the agent was removed")]
+    if change.status == "added":
+        return [Reason("minor", agent, "the agent was added" + (" (invalid)" if "to" in change.invalid else ""))]
+    if "to" in change.invalid:
+        if "from" in change.invalid:
+            return [Reason("patch", agent, "it is still invalid, with other problems")]
+        return [Reason("major", agent, "it became invalid, so the registry will not serve it")]
+    if "from" in change.invalid:
+        return [Reason("minor", agent, "it became valid")]
+    reasons = _input_reasons(change)
+    if reasons:
+        return reasons
+    what = [*change.fields, *(f"{role} template" for role in change.templates)]
+    what += [f"partial {partial}" for partial in change.partials]
+    if not what:
+        # Same definition and partials, other bytes: the digest covers the file as written.
+        return [Reason("patch", agent, "its file changed (comments or formatting only)")]
+    return [Reason("patch", agent, f"its content changed ({', '.join(what)})")]
 
 
 def _input_reasons(change: AgentChange) -> list[Reason]:

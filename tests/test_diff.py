@@ -92,7 +92,7 @@ PAIRS: dict[str, tuple[dict[str, str | None], str, str]] = {
     "partial only": (
         {"_partials/rules.jinja": RULES_PARTIAL.replace("Rules", "RULES")},
         "patch",
-        "its content changed (partials)",
+        "its content changed (partial _partials/rules.jinja)",
     ),
     "nothing": ({}, "none", ""),
 }
@@ -239,3 +239,105 @@ def test_the_ci_templates_call_real_commands() -> None:
             a.replace('"$CI_COMMIT_TAG"', "v1.0.0") for a in shlex.split(command.replace("${{", "X").replace("}}", ""))
         ]
         _parser().parse_args(argv[1:])  # SystemExit on an unknown command or flag
+
+
+# -- issue 15: the release gate refuses invalid definitions, first releases, renamed inputs ------------
+
+
+def _broken_library(repo: LibraryRepo) -> LibraryRepo:
+    """v2.0.0 valid; then a misspelt key, an undeclared variable and a tab-indented file, committed."""
+    typed_without_examples = TYPED.split("examples:")[0]
+    repo.write("chat/misspelt.yml", MINIMAL)
+    repo.write("chat/undeclared.yml", typed_without_examples)
+    repo.write("chat/tabbed.yml", MINIMAL)
+    repo.write("chat/fine.yml", MINIMAL)
+    repo.commit("valid")
+    repo.tag("v2.0.0")
+    repo.write("chat/misspelt.yml", MINIMAL.replace("prompt_templates:", "prompt_templatse:"))
+    repo.write("chat/undeclared.yml", typed_without_examples.replace("{{ question }}", "{{ questoin }}"))
+    repo.write("chat/tabbed.yml", "name: Tabbed\nprompt_templates:\n\tsystem: hi\n")
+    repo.commit("broken")
+    return repo
+
+
+def test_check_release_refuses_invalid_definitions_naming_each_with_its_errors(repo: LibraryRepo) -> None:
+    _broken_library(repo)
+    for args in (("check-release", "v2.1.0"), ("check-release", "v2.1.0", "--ref", "main")):
+        gate = _cli(repo, *args)
+        assert gate.returncode == 1, gate.stdout
+        assert "\nok\n" not in gate.stdout and "(partials)" not in gate.stdout
+        out = gate.stdout
+        assert f"  {AGENTS}/chat/misspelt.yml:2:1: unknown key 'prompt_templatse'" in out
+        assert f"  {AGENTS}/chat/undeclared.yml:3:" in out and "'questoin', which inputs does not declare" in out
+        assert f"  {AGENTS}/chat/tabbed.yml:3:1: " in out
+        assert "FAILED: 3 definitions are invalid; the registry would not serve them" in out
+        assert "chat/fine" not in out
+
+
+def test_a_definition_that_becomes_invalid_is_labelled_so(repo: LibraryRepo) -> None:
+    _broken_library(repo)
+    repo.tag("v2.1.0")
+    bump, reasons = classify(_service(repo).diff("v2.0.0", "v2.1.0"))
+    assert bump == "major"
+    assert {(r.agent, r.why) for r in reasons} == {
+        (f"chat/{name}", "it became invalid, so the registry will not serve it")
+        for name in ("misspelt", "undeclared", "tabbed")
+    }
+    repo.write("chat/misspelt.yml", MINIMAL)
+    repo.commit("fixed")
+    repo.tag("v2.2.0")
+    _, reasons = classify(_service(repo).diff("v2.1.0", "v2.2.0"))
+    assert [(r.bump, r.agent, r.why) for r in reasons] == [("minor", "chat/misspelt", "it became valid")]
+
+
+def test_each_change_label_names_what_changed(base_repo: LibraryRepo) -> None:
+    base_repo.write("_partials/rules.jinja", RULES_PARTIAL.replace("Rules", "RULES"))
+    base_repo.write("chat/typed.yml", TYPED.replace("limit: 3}", "limit: 4}"))
+    base_repo.write("chat/minimal.yml", "# a comment\n" + MINIMAL)
+    base_repo.commit("several")
+    base_repo.tag("v1.0.1")
+    _, reasons = classify(_service(base_repo).diff("v1.0.0", "v1.0.1"))
+    assert [(r.agent, r.why) for r in reasons] == [
+        ("chat/minimal", "its file changed (comments or formatting only)"),
+        ("chat/ruled", "its content changed (partial _partials/rules.jinja)"),
+        ("chat/typed", "its content changed (examples)"),
+    ]
+
+
+def test_the_first_release_passes_with_everything_added(repo: LibraryRepo) -> None:
+    repo.write("chat/minimal.yml", MINIMAL)
+    repo.write("chat/typed.yml", TYPED)
+    repo.commit("first")
+    untagged = _cli(repo, "check-release", "v0.1.0")
+    assert untagged.returncode == 0, untagged.stdout + untagged.stderr
+    repo.tag("v0.1.0")
+    tagged = _cli(repo, "check-release", "v0.1.0", "--ref", "v0.1.0")  # the tag pipeline of the first tag
+    assert tagged.returncode == 0, tagged.stdout + tagged.stderr
+    for out in (untagged.stdout, tagged.stdout):
+        assert out.startswith("v0.1.0: the first release")
+        assert "  minor  chat/minimal: the agent was added\n  minor  chat/typed: the agent was added\nok\n" in out
+    # The second tag compares with the first, as before.
+    repo.write("chat/other.yml", MINIMAL)
+    repo.commit("second")
+    repo.tag("v0.2.0")
+    second = _cli(repo, "check-release", "v0.2.0", "--ref", "v0.2.0")
+    assert second.returncode == 0 and second.stdout.startswith("v0.1.0 -> v0.2.0"), second.stdout
+
+
+def test_the_ci_templates_pass_on_the_first_tag(repo: LibraryRepo) -> None:
+    from pathlib import Path
+
+    repo.write("chat/minimal.yml", MINIMAL)
+    repo.commit("first")
+    repo.tag("v0.1.0")
+    root = Path(__file__).resolve().parent.parent
+    for name in ("docs/ci/gitlab-ci.yml", "docs/ci/github-workflow.yml"):
+        lines = [line for line in (root / name).read_text().splitlines() if "prompt-registry check-release" in line]
+        assert len(lines) == 1, name
+        command = lines[0].strip().removeprefix("- ").removeprefix("run: ")
+        command = command.replace("${{ github.ref_name }}", "$GITHUB_REF_NAME").replace("prompt-registry", CLI, 1)
+        env = {**clean_environment(), "CI_COMMIT_TAG": "v0.1.0", "GITHUB_REF_NAME": "v0.1.0"}
+        gate = subprocess.run(
+            ["bash", "-c", command], cwd=repo.path, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert gate.returncode == 0, (name, gate.stdout, gate.stderr)
