@@ -174,16 +174,27 @@ def _compare(
 
 
 def _example_diffs(a: LoadedAgent, b: LoadedAgent) -> dict[str, str]:
-    """For each example of the new version, what the model would receive
-    before and after, rendered with the same inputs."""
+    """For each example of either version (by name), what the model would
+    receive before and after. Each side renders with its own version's
+    inputs for the example, so a renamed input shows as what the model sees;
+    a side without that example renders with the other side's inputs."""
+    old_inputs, new_inputs = _example_inputs(a), _example_inputs(b)
     diffs = {}
-    for example in b.definition.get("examples") or []:
-        label = str(example.get("name"))
-        old, new = _rendered(a, example.get("inputs")), _rendered(b, example.get("inputs"))
-        text = _unified(old, new, f"example {label}")
+    for label in dict.fromkeys([*new_inputs, *old_inputs]):
+        before_inputs = old_inputs.get(label, new_inputs.get(label))
+        after_inputs = new_inputs.get(label, old_inputs.get(label))
+        text = _unified(_rendered(a, before_inputs), _rendered(b, after_inputs), f"example {label}")
         if text:
             diffs[label] = text
     return diffs
+
+
+def _example_inputs(agent: LoadedAgent) -> dict[str, Any]:
+    """Each example's inputs by name (the first of a duplicated name: `test` reports the rest)."""
+    inputs: dict[str, Any] = {}
+    for example in agent.definition.get("examples") or []:
+        inputs.setdefault(str(example.get("name")), example.get("inputs"))
+    return inputs
 
 
 def _rendered(agent: LoadedAgent, inputs: Any) -> str:

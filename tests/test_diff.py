@@ -341,3 +341,17 @@ def test_the_ci_templates_pass_on_the_first_tag(repo: LibraryRepo) -> None:
             ["bash", "-c", command], cwd=repo.path, env=env, capture_output=True, text=True, timeout=60
         )
         assert gate.returncode == 0, (name, gate.stdout, gate.stderr)
+
+
+def test_examples_render_each_side_with_the_inputs_of_its_own_version(base_repo: LibraryRepo) -> None:
+    renamed = (
+        TYPED.replace("required: [question]", "required: [query]")
+        .replace("    question: {type: string}", "    query: {type: string}")
+        .replace('"{{ question }}', '"Q: {{ query }}')
+        .replace('inputs: {question: "Why?"', 'inputs: {query: "Why?"')
+    )
+    base_repo.release("v2.0.0", {"chat/typed.yml": renamed})
+    typed = next(c for c in _service(base_repo).diff("v1.0.0", "v2.0.0").changes if c.name == "typed")
+    example = typed.examples["basic"]
+    assert "does not render" not in example
+    assert "-Why? (3)\n+Q: Why? (3)\n" in example
