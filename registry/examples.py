@@ -5,7 +5,9 @@ and either expectations per role (``contains``, ``not_contains``, ``matches``
 with RE2 regular expressions) or ``golden: true``: the whole rendering must
 equal ``<name>.examples/<example>.txt`` next to the definition, a file that
 ``--update`` (re)writes. Rendering is the registry's own, on the working
-tree, so an example that passes here renders the same from the server.
+tree, so an example that passes here renders the same from the server. A
+definition with examples that cannot be run (it is invalid, or the registry
+does not serve the file) fails the run: nothing may pass untested.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ import re2
 from registry.errors import InvalidDefinition, RegistryError
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, LoadedAgent
-from registry.models import Prompt
+from registry.models import Issue, Prompt
 from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
 
 GOLDEN_SUFFIX = ".examples"
+_NOT_SERVED = (
+    "the registry does not serve this file (a definition is <usecase>/<name>.yml, each name 1 to 64"
+    " characters of a-z, 0-9, '_' and '-'), so its examples were not run"
+)
 
 
 @dataclass
@@ -34,7 +40,8 @@ class ExampleResult:
     file: str
     """The definition, relative to the repository."""
     agent: str
-    example: str
+    example: str | None
+    """None when none of the definition's examples could be run (``problems`` say why)."""
     problems: list[str] = field(default_factory=list)
     diff: str | None = None
     updated: bool = False
@@ -47,12 +54,16 @@ class ExampleResult:
 @dataclass
 class TestReport:
     results: list[ExampleResult] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    """Definitions that could not be tested because they are invalid (lint says why)."""
 
     @property
     def failed(self) -> list[ExampleResult]:
+        """Every example that failed, and every definition whose examples were not run."""
         return [r for r in self.results if not r.passed]
+
+    @property
+    def not_run(self) -> list[ExampleResult]:
+        """Definitions with examples that could not be run (invalid, or not served)."""
+        return [r for r in self.results if r.example is None]
 
 
 def run_examples(
@@ -62,16 +73,37 @@ def run_examples(
     agents_root = find_agents_root(base, root)
     catalog = open_worktree_catalog(base, agents_root, limits)
     report = TestReport()
+    served = set()
     for usecase, name in catalog.agent_names():
-        file = catalog.repository_path(f"{usecase}/{name}{DEFINITION_SUFFIX}")
+        relative = f"{usecase}/{name}{DEFINITION_SUFFIX}"
+        served.add(relative)
+        file = catalog.repository_path(relative)
         loaded = catalog.load(usecase, name)
         if isinstance(loaded, InvalidDefinition):
             if _declares_examples(base / file):
-                report.skipped.append(file)
+                problems = ["the definition is invalid, so its examples were not run"]
+                problems.extend(_located(issue, file) for issue in loaded.errors)
+                report.results.append(ExampleResult(file, f"{usecase}/{name}", None, problems))
             continue
         golden_dir = base / agents_root / usecase / f"{name}{GOLDEN_SUFFIX}"
         report.results.extend(_run_agent(loaded, file, f"{usecase}/{name}", golden_dir, update=update))
+    for relative in sorted(catalog.tree.paths()):
+        parts = relative.split("/")
+        if (
+            relative.endswith((DEFINITION_SUFFIX, ".yaml"))
+            and relative not in served
+            and not any(part.startswith("_") for part in parts[:-1])
+        ):
+            file = catalog.repository_path(relative)
+            if _declares_examples(base / file):
+                agent = relative.rsplit(".", 1)[0]
+                report.results.append(ExampleResult(file, agent, None, [_NOT_SERVED]))
     return report
+
+
+def _located(issue: Issue, file: str) -> str:
+    where = ":".join(str(p) for p in (issue.file or file, issue.line, issue.column) if p is not None)
+    return f"{where}: {issue.message}"
 
 
 def _run_agent(
@@ -80,12 +112,13 @@ def _run_agent(
     examples = loaded.definition.get("examples") or []
     seen: set[str] = set()
     for example in examples:
-        result = ExampleResult(file, agent, str(example["name"]))
-        if result.example in seen:
-            result.problems.append(f"another example is also named {result.example!r}")
+        label = str(example["name"])
+        result = ExampleResult(file, agent, label)
+        if label in seen:
+            result.problems.append(f"another example is also named {label!r}")
             yield result
             continue
-        seen.add(result.example)
+        seen.add(label)
         try:
             prompt = loaded.compiled.render(example["inputs"], limits=RenderLimits())
         except RegistryError as exc:
@@ -95,7 +128,7 @@ def _run_agent(
             continue
         _check_expectations(example.get("expect") or {}, prompt, result)
         if example.get("golden"):
-            _check_golden(golden_dir / f"{result.example}.txt", prompt.as_text(), result, update=update)
+            _check_golden(golden_dir / f"{label}.txt", prompt.as_text(), result, update=update)
         yield result
 
 
@@ -164,7 +197,10 @@ def _declares_examples(path: Path) -> bool:
 def report_text(report: TestReport) -> str:
     lines = []
     for result in report.results:
-        if result.updated:
+        if result.example is None:
+            lines.append(f"NOT RUN  {result.file}: {result.problems[0]}")
+            lines.extend(f"    {problem}" for problem in result.problems[1:])
+        elif result.updated:
             lines.append(f"updated  {result.agent} [{result.example}]")
         elif result.passed:
             lines.append(f"ok       {result.agent} [{result.example}]")
@@ -173,11 +209,10 @@ def report_text(report: TestReport) -> str:
             lines.extend(f"    {problem}" for problem in result.problems)
             if result.diff:
                 lines.extend("    " + line for line in result.diff.rstrip("\n").splitlines())
-    for file in report.skipped:
-        lines.append(f"skipped  {file}: the definition is invalid (run prompt-registry lint)")
-    failed = len(report.failed)
-    summary = f"{len(report.results) - failed} passed, {failed} failed"
-    if report.skipped:
-        summary += f", {len(report.skipped)} definitions skipped"
+    not_run = len(report.not_run)
+    failed = len(report.failed) - not_run
+    summary = f"{len(report.results) - failed - not_run} passed, {failed} failed"
+    if not_run:
+        summary += f", {not_run} definitions not run"
     lines.append(summary)
     return "\n".join(lines) + "\n"
