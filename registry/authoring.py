@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from registry.definition import SCHEMA_FILE
+from registry.definition import SCHEMA_FILE, CompiledAgent
 from registry.diff import LibraryDiff, classify, diff_catalogs, required_bump
-from registry.errors import ConfigurationError, InvalidRequest
+from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
-from registry.models import Release
+from registry.models import Issue, Release
 from registry.parsers import ParseError
 from registry.releases import WORKTREE_TAG, ReleaseIndex, parse_version
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
@@ -85,10 +87,21 @@ def split_agent(agent: str) -> tuple[str, str]:
     return usecase, name
 
 
-def parse_inputs(pairs: list[str], inputs_file: str | None) -> dict[str, Any]:
+class CommandLineInputs(dict[str, Any]):
+    """Inputs given on the command line. ``read_as_json`` keeps, by key, the
+    text of each ``--input`` VALUE that was read as JSON other than a string
+    (``text=5`` is the number 5), so that a schema wanting a string can be
+    answered with a hint at quoting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_as_json: dict[str, str] = {}
+
+
+def parse_inputs(pairs: list[str], inputs_file: str | None) -> CommandLineInputs:
     """Inputs from ``--inputs-file`` (JSON or YAML), then each ``KEY=VALUE``
     (VALUE read as JSON when it is JSON, else as a string)."""
-    inputs: dict[str, Any] = {}
+    inputs = CommandLineInputs()
     if inputs_file:
         try:
             data = Path(inputs_file).read_bytes()
@@ -109,6 +122,10 @@ def parse_inputs(pairs: list[str], inputs_file: str | None) -> dict[str, Any]:
             inputs[key] = json.loads(value)
         except ValueError:
             inputs[key] = value
+        if isinstance(inputs[key], str):
+            inputs.read_as_json.pop(key, None)
+        else:
+            inputs.read_as_json[key] = value
     return inputs
 
 
@@ -120,7 +137,15 @@ def render_command(
     usecase, name = split_agent(agent)
     service = build_service(settings)
     try:
-        answer = service.render(usecase, name, inputs, release=release)
+        found = service.get_agent(usecase, name, release=release)
+        plain = dict(inputs)  # validated and rendered as the plain mapping a request would give
+        try:
+            answer = service.render_answer(found, plain)
+        except InvalidInputs as exc:
+            if not isinstance(inputs, CommandLineInputs) or not inputs.read_as_json:
+                raise
+            issues = _with_quoting_hints(exc.errors, found.agent.compiled, plain, inputs.read_as_json)
+            raise InvalidInputs(exc.detail, issues) from exc
     finally:
         service.close()
     if as_json:
@@ -139,6 +164,38 @@ def render_command(
     print(f"# {usecase}/{name} at {release_tag} ({answer.agent.digest[:19]})")
     sys.stdout.write(answer.prompt.as_text())
     return 0
+
+
+def _with_quoting_hints(
+    issues: list[Issue], compiled: CompiledAgent, inputs: dict[str, Any], read_as_json: dict[str, str]
+) -> list[Issue]:
+    """``issues``, where one is about an ``--input`` that was read as JSON but
+    whose text the schema would take as a string, saying how to pass the string."""
+    hinted = []
+    for issue in issues:
+        key = _top_level_key(issue.path)
+        if key in read_as_json and _accepts_string(compiled, inputs, key, read_as_json[key]):
+            quoted = shlex.quote(f"{key}={json.dumps(read_as_json[key], ensure_ascii=False)}")
+            hint = f"VALUE is read as JSON when it parses as JSON; to pass the string, say --input {quoted}"
+            issue = replace(issue, message=f"{issue.message} ({hint})")
+        hinted.append(issue)
+    return hinted
+
+
+def _top_level_key(pointer: str) -> str | None:
+    """The key a JSON Pointer of one segment names (``/a~1b`` is ``a/b``)."""
+    if not pointer.startswith("/") or "/" in pointer[1:]:
+        return None
+    return pointer[1:].replace("~1", "/").replace("~0", "~")
+
+
+def _accepts_string(compiled: CompiledAgent, inputs: dict[str, Any], key: str, text: str) -> bool:
+    """Whether the schema finds nothing wrong at ``key`` when its value is the string ``text``."""
+    if compiled.inputs is None:
+        return False
+    pointer = "/" + key.replace("~", "~0").replace("/", "~1")
+    trial = compiled.inputs.issues({**inputs, key: text})
+    return not any(i.path == pointer or i.path.startswith(pointer + "/") for i in trial)
 
 
 def parse_command(agent: str, settings: Settings, output_file: str, *, release: str | None) -> int:

@@ -355,3 +355,19 @@ def test_examples_render_each_side_with_the_inputs_of_its_own_version(base_repo:
     example = typed.examples["basic"]
     assert "does not render" not in example
     assert "-Why? (3)\n+Q: Why? (3)\n" in example
+
+
+def test_render_hints_at_quoting_a_value_read_as_json(repo: LibraryRepo) -> None:
+    repo.write(
+        "chat/texts.yml",
+        "name: Texts\nprompt_templates:\n  user: '{{ text }} {{ count }} {{ tags | join(\",\") }}'\n"
+        "inputs:\n  type: object\n  properties:\n    text: {type: string}\n    count: {type: integer}\n"
+        "    tags: {type: array, items: {type: string}}\n",
+    )
+    failed = _cli(repo, "render", "chat/texts", "--input", "text=5", "--input", "count=2", "--input", "tags=[1]")
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    text_line = next(line for line in failed.stderr.splitlines() if line.startswith("  /text:"))
+    assert "--input 'text=\"5\"'" in text_line
+    assert sum("--input '" in line for line in failed.stderr.splitlines()) == 1  # not for /tags/0, a JSON list
+    quoted = _cli(repo, "render", "chat/texts", "--input", 'text="5"', "--input", "count=2", "--input", 'tags=["a"]')
+    assert quoted.returncode == 0 and "5 2 a" in quoted.stdout, quoted.stderr
