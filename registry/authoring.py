@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry.definition import SCHEMA_FILE, CompiledAgent
-from registry.diff import LibraryDiff, classify, diff_catalogs, required_bump
+from registry.diff import LibraryDiff, classify, diff_catalogs, diff_lines, paint, required_bump
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
@@ -235,7 +235,9 @@ def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, R
     return release, service.catalog(release)
 
 
-def diff_command(path: str, settings: Settings, source: str, target: str, *, as_json: bool) -> int:
+def diff_command(
+    path: str, settings: Settings, source: str, target: str, *, as_json: bool, colour: bool = False
+) -> int:
     from registry.app import build_service
 
     service = build_service(settings)
@@ -247,26 +249,29 @@ def diff_command(path: str, settings: Settings, source: str, target: str, *, as_
     if as_json:
         print(json.dumps(diff.as_dict(), indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(diff_text(diff))
+        sys.stdout.write(diff_text(diff, colour=colour))
     return 0
 
 
-def diff_text(diff: LibraryDiff) -> str:
+def diff_text(diff: LibraryDiff, *, colour: bool = False) -> str:
+    """The diff for people; with ``colour``, ANSI colours: headers bold,
+    added lines and agents green, removed ones red."""
     source = "nothing" if diff.source is None else f"{diff.source.tag} ({diff.source.commit[:12]})"
-    lines = [f"diff {source} .. {diff.target.tag} ({diff.target.commit[:12]})"]
+    target = f"{diff.target.tag} ({diff.target.commit[:12]})"
+    lines = [paint(f"diff {source} .. {target}", "bold", colour=colour)]
     for change in diff.changes:
         if change.status != "changed":
-            lines.append(f"{change.status}: {change.agent}")
+            lines.append(paint(f"{change.status}: {change.agent}", change.status, colour=colour))
             continue
         detail = ", ".join(change.fields)
-        lines.append(f"changed: {change.agent}{f' ({detail})' if detail else ''}")
+        lines.append(paint(f"changed: {change.agent}{f' ({detail})' if detail else ''}", "bold", colour=colour))
         for side, problems in change.invalid.items():
-            lines.extend(f"  invalid in {side}: {problem}" for problem in problems)
+            lines.extend(paint(f"  invalid in {side}: {problem}", "removed", colour=colour) for problem in problems)
         for text in [*change.templates.values(), *change.partials.values()]:
-            lines.extend("  " + line for line in text.rstrip("\n").splitlines())
+            lines.extend("  " + line for line in diff_lines(text, colour=colour))
         for name, text in change.examples.items():
-            lines.append(f"  what the model receives for example {name!r}:")
-            lines.extend("    " + line for line in text.rstrip("\n").splitlines())
+            lines.append(paint(f"  what the model receives for example {name!r}:", "bold", colour=colour))
+            lines.extend("    " + line for line in diff_lines(text, colour=colour))
     lines.append(f"{_counted(diff.unchanged, 'agent')} unchanged")
     return "\n".join(lines) + "\n"
 

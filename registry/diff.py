@@ -213,6 +213,41 @@ def _unified(before: str, after: str, label: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
+# ANSI styles of the text reports (`diff`, `test`), by what they mark.
+_STYLES = {
+    "bold": "\033[1m",
+    "added": "\033[32m",
+    "removed": "\033[31m",
+    "hunk": "\033[36m",
+    "reset": "\033[0m",
+}
+
+
+def paint(text: str, style: str, *, colour: bool) -> str:
+    """``text`` in ``style`` (``bold``, ``added``, ``removed``, ``hunk``) when ``colour``."""
+    return f"{_STYLES[style]}{text}{_STYLES['reset']}" if colour else text
+
+
+def diff_lines(text: str, *, colour: bool = False) -> list[str]:
+    """The lines of a unified diff; with ``colour``, as git colours them:
+    file headers bold, hunk headers cyan, added lines green, removed red."""
+    lines = []
+    for line in text.rstrip("\n").splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "hunk"
+        elif line.startswith("+"):
+            style = "added"
+        elif line.startswith("-"):
+            style = "removed"
+        else:
+            lines.append(line)
+            continue
+        lines.append(paint(line, style, colour=colour))
+    return lines
+
+
 # -- the release gate ----------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import re2
 
+from registry.diff import diff_lines, paint
 from registry.errors import InvalidDefinition, RegistryError
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, LoadedAgent
@@ -194,25 +195,30 @@ def _declares_examples(path: Path) -> bool:
         return False
 
 
-def report_text(report: TestReport) -> str:
+def report_text(report: TestReport, *, colour: bool = False) -> str:
+    """One line per example (and per definition not run), the problems of
+    each failure, and a summary; with ``colour``, ANSI colours: failures red,
+    passes green, diffs as git colours them."""
     lines = []
     for result in report.results:
         if result.example is None:
-            lines.append(f"NOT RUN  {result.file}: {result.problems[0]}")
+            lines.append(f"{paint('NOT RUN', 'removed', colour=colour)}  {result.file}: {result.problems[0]}")
             lines.extend(f"    {problem}" for problem in result.problems[1:])
         elif result.updated:
             lines.append(f"updated  {result.agent} [{result.example}]")
         elif result.passed:
-            lines.append(f"ok       {result.agent} [{result.example}]")
+            lines.append(f"{paint('ok', 'added', colour=colour)}       {result.agent} [{result.example}]")
         else:
-            lines.append(f"FAILED   {result.agent} [{result.example}]  ({result.file})")
+            lines.append(
+                f"{paint('FAILED', 'removed', colour=colour)}   {result.agent} [{result.example}]  ({result.file})"
+            )
             lines.extend(f"    {problem}" for problem in result.problems)
             if result.diff:
-                lines.extend("    " + line for line in result.diff.rstrip("\n").splitlines())
+                lines.extend("    " + line for line in diff_lines(result.diff, colour=colour))
     not_run = len(report.not_run)
     failed = len(report.failed) - not_run
     summary = f"{len(report.results) - failed - not_run} passed, {failed} failed"
     if not_run:
-        summary += f", {not_run} definitions not run"
-    lines.append(summary)
+        summary += f", {not_run} definition{'' if not_run == 1 else 's'} not run"
+    lines.append(paint(summary, "removed" if report.failed else "bold", colour=colour))
     return "\n".join(lines) + "\n"

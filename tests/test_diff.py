@@ -371,3 +371,15 @@ def test_render_hints_at_quoting_a_value_read_as_json(repo: LibraryRepo) -> None
     assert sum("--input '" in line for line in failed.stderr.splitlines()) == 1  # not for /tags/0, a JSON list
     quoted = _cli(repo, "render", "chat/texts", "--input", 'text="5"', "--input", "count=2", "--input", 'tags=["a"]')
     assert quoted.returncode == 0 and "5 2 a" in quoted.stdout, quoted.stderr
+
+
+def test_diff_text_is_coloured_only_when_asked(base_repo: LibraryRepo) -> None:
+    from registry.authoring import diff_text
+
+    base_repo.release("v1.1.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "terse")})
+    diff = _service(base_repo).diff("v1.0.0", "v1.1.0")
+    plain, coloured = diff_text(diff), diff_text(diff, colour=True)
+    assert "\033[" not in plain and plain.endswith("\n2 agents unchanged\n")
+    assert "\033[32m+You are terse.\033[0m" in coloured and "\033[31m-You are helpful.\033[0m" in coloured
+    assert "\033[1m" in coloured
+    assert diff_text(_service(base_repo).diff("v1.0.0", "v1.0.0")).endswith("\n3 agents unchanged\n")

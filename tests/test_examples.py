@@ -182,3 +182,19 @@ def test_a_definition_whose_examples_cannot_be_checked_fails_the_run(tmp_path: P
     assert f"    {AGENTS}/support/other.yml:2:1: unknown key 'prompt_templatse'" in run.stdout
     assert f"NOT RUN  {AGENTS}/support/Capital.yml: the registry does not serve this file (a definition" in run.stdout
     assert run.stdout.endswith("1 passed, 0 failed, 2 definitions not run\n")
+
+
+def test_report_text_is_coloured_only_when_asked_and_counts_in_words(tmp_path: Path) -> None:
+    from registry.examples import report_text
+
+    base = _library(
+        tmp_path,
+        "  - name: good\n    inputs: {ticket: x}\n  - name: bad\n    inputs: {ticket: x}\n"
+        "    expect: {user: {contains: [refund]}}\n",
+    )
+    (base / AGENTS / "support" / "broken.yml").write_text("name: x\nexamples: [\n")
+    report = run_examples(base)
+    plain, coloured = report_text(report), report_text(report, colour=True)
+    assert "\033[" not in plain and plain.endswith("1 passed, 1 failed, 1 definition not run\n")
+    assert "\033[31mFAILED\033[0m   support/triage [bad]" in coloured
+    assert "\033[32mok\033[0m       support/triage [good]" in coloured
