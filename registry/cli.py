@@ -191,13 +191,17 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check-release",
         help="fail when NEXT_VERSION is smaller than the changes since the last release require",
-        description="Compare the working tree (or --ref) with the last release (or --against) and classify"
-        " the change: removing an agent or input, adding a required input or narrowing an input's type is"
-        " major; adding an agent or an optional input is minor; any other change is patch. Exit 1 when"
-        " NEXT_VERSION is smaller than that, or when an existing tag's content would change.",
+        description="Compare the working tree (or --ref) with the highest release below NEXT_VERSION (or"
+        " --against) and classify the change: removing an agent or input, adding a required input or"
+        " narrowing an input's type is major; adding an agent or an optional input is minor; any other"
+        " change is patch. With no release below it, NEXT_VERSION is the first release: everything is"
+        " added. Exit 1 when any definition is invalid (the registry would not serve it), when"
+        " NEXT_VERSION is smaller than the change, or when an existing tag's content would change.",
     )
     check.add_argument("next_version", metavar="NEXT_VERSION")
-    check.add_argument("--against", metavar="RELEASE", help="the release to compare with (default: the highest)")
+    check.add_argument(
+        "--against", metavar="RELEASE", help="the release to compare with (default: the highest below NEXT_VERSION)"
+    )
     check.add_argument("--ref", default="worktree", help="what is being released (default: worktree)")
     check.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
     check.add_argument("--root", help=f"agents root (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
@@ -496,7 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (ConfigurationError, RegistryError) as exc:
         print(f"prompt-registry: {exc}", file=sys.stderr)
-        for issue in getattr(exc, "errors", []):
+        issues = getattr(exc, "errors", [])
+        # The message names the first problem already; the list is for the rest.
+        for issue in issues if len(issues) > 1 else []:
             where = ":".join(str(p) for p in (issue.file, issue.line, issue.column) if p is not None)
             print(f"  {where + ': ' if where else ''}{issue.path or '/'}: {issue.message}", file=sys.stderr)
         return 2
@@ -535,13 +541,20 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         return _lint(args)
     if args.command == "test":
         report = run_examples(_files_library(args), root=args.root, update=args.update)
-        sys.stdout.write(report_text(report))
+        sys.stdout.write(report_text(report, colour=use_colour(sys.stdout)))
         return 1 if report.failed else 0
     if args.command in ("diff", "check-release"):
         library = _required_library(args.repo)
         settings = Settings.from_env(repo=library, worktree="", remote="", root=args.root)
         if args.command == "diff":
-            return authoring.diff_command(library, settings, args.source, args.target, as_json=args.format == "json")
+            return authoring.diff_command(
+                library,
+                settings,
+                args.source,
+                args.target,
+                as_json=args.format == "json",
+                colour=use_colour(sys.stdout),
+            )
         return authoring.check_release_command(library, settings, args.next_version, against=args.against, ref=args.ref)
     if args.command == "new":
         return authoring.scaffold(args.agent, _files_library(args), root=args.root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from registry.settings import BUNDLED_LIBRARY
 from tests.conftest import LibraryRepo
@@ -483,3 +486,40 @@ def test_no_command_prints_a_traceback_when_its_output_is_closed_early(repo: Lib
         status = process.wait(timeout=60)
         assert "Traceback" not in errors and "Exception ignored" not in errors, (args, errors)
         assert status in (0, 1, 2, 141), (args, status, errors)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_on_a_terminal_unless_no_color_is_set_and_not_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    from registry.cli import use_colour
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(_Terminal()) and not use_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "")  # no-color.org: an empty value does not count
+    assert use_colour(_Terminal())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(_Terminal())
+
+
+def test_diff_and_test_are_coloured_on_a_terminal(repo: LibraryRepo) -> None:
+    import pty
+
+    _tagged_v1_to_v2(repo)
+    for args in (["diff", "v1.0.0", "v2.0.0"], ["test"]):
+        output = bytearray()
+
+        def read(fd: int, output: bytearray = output) -> bytes:
+            data = os.read(fd, 1024)
+            output.extend(data)
+            return data
+
+        cwd = os.getcwd()
+        os.chdir(repo.path)
+        try:
+            pty.spawn([CLI, *args], read)
+        finally:
+            os.chdir(cwd)
+        assert b"\x1b[" in output, (args, output)
