@@ -6,16 +6,18 @@ Views know nothing of git, YAML or Jinja; errors are raised as
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import hmac
 import json
 import math
 import re
 import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
-from werkzeug.routing import PathConverter
+from werkzeug.routing import PathConverter, Rule
 
 from registry.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from registry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -42,6 +44,7 @@ class MalformedAgentPathConverter(PathConverter):
 SERVICE_KEY = "prompt_registry.service"
 SETTINGS_KEY = "prompt_registry.settings"
 OPENAPI_KEY = "prompt_registry.openapi"
+QUERY_PARAMETERS_KEY = "prompt_registry.query_parameters"
 _RENDER_FIELDS = {"inputs"}
 MAX_WAIT_SECONDS = 60.0
 IMMUTABLE = "max-age=31536000, immutable"
@@ -76,6 +79,86 @@ def _start_and_authenticate() -> None:
         _require_bearer(settings.api_tokens, "this registry needs a bearer token")
 
 
+@bp.before_app_request
+def _refuse_unknown_parameters() -> None:
+    """Refuse a query parameter the route does not declare, and one given twice.
+
+    A misspelt ``relase`` would otherwise be ignored and the latest release
+    served instead of the pinned one. What each route takes comes from
+    registry/openapi.yaml (``declared_query_parameters``), so the document
+    and the code cannot disagree. No parameter of this API takes more than
+    one value, so a repeated one is ambiguous rather than a list.
+    """
+    rule = request.url_rule
+    if not request.args or rule is None:  # without a rule, routing answers 404 or 405
+        return
+    table: dict[tuple[str, str], frozenset[str]] = current_app.extensions[QUERY_PARAMETERS_KEY]
+    allowed = table.get((rule.rule, request.method))
+    if allowed is None:
+        return  # the one undocumented route, which refuses every request itself
+    for name, values in request.args.lists():
+        if name not in allowed:
+            shown = name[:80]
+            raise InvalidRequest(_unknown_parameter(shown, allowed), parameter=shown)
+        if len(values) > 1:
+            raise InvalidRequest(f"the {name} parameter is given more than once; give it once", parameter=name)
+
+
+def _unknown_parameter(name: str, allowed: frozenset[str]) -> str:
+    detail = f"unknown query parameter {name!r}"
+    # Above difflib's default (0.6), which would offer 'from' for 'format'.
+    close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.75)
+    if close:
+        return f"{detail}; did you mean {close[0]!r}?"
+    if not allowed:
+        return f"{detail}; this route takes no query parameters"
+    return f"{detail}; this route takes {', '.join(repr(known) for known in sorted(allowed))}"
+
+
+_RULE_VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+
+def declared_query_parameters(
+    rules: Iterable[Rule], document: Mapping[str, Any]
+) -> dict[tuple[str, str], frozenset[str]]:
+    """The query parameters each route takes, by (rule, method), as the OpenAPI document declares them.
+
+    HEAD takes what GET takes, and OPTIONS what any method of its path takes.
+    A rule the document does not describe is left out.
+    """
+    table: dict[tuple[str, str], frozenset[str]] = {}
+    for rule in rules:
+        item = document["paths"].get(_RULE_VARIABLE.sub(r"{\1}", rule.rule))
+        if item is None:
+            continue
+        shared = _query_names(document, item.get("parameters", []))
+        by_method = {
+            method.upper(): shared | _query_names(document, operation.get("parameters", []))
+            for method, operation in item.items()
+            if method in _HTTP_METHODS
+        }
+        by_method.setdefault("HEAD", by_method.get("GET", frozenset()))
+        by_method["OPTIONS"] = frozenset().union(*by_method.values())
+        for method in rule.methods or ():
+            table[(rule.rule, method)] = by_method.get(method, frozenset())
+    return table
+
+
+def _query_names(document: Mapping[str, Any], parameters: list[dict[str, Any]]) -> frozenset[str]:
+    names = set()
+    for parameter in parameters:
+        if "$ref" in parameter:
+            # The document refers only within itself: "#/components/parameters/<name>".
+            target: Any = document
+            for part in parameter["$ref"].removeprefix("#/").split("/"):
+                target = target[part]
+            parameter = target
+        if parameter["in"] == "query":
+            names.add(parameter["name"])
+    return frozenset(names)
+
+
 @bp.after_app_request
 def _observe(response: Response) -> Response:
     rule = request.url_rule
@@ -107,12 +190,10 @@ def _require_bearer(tokens: tuple[str, ...], unconfigured: str) -> None:
 
 
 def _release_parameter() -> str | None:
-    values = request.args.getlist("release")
-    if len(values) > 1:
-        raise InvalidRequest("give the release parameter at most once", parameter="release")
-    if values and values[0] == "":
+    release = request.args.get("release")
+    if release == "":
         raise InvalidRequest("release must not be empty; leave it out for the latest release", parameter="release")
-    return values[0] if values else None
+    return release
 
 
 def _with_provenance(response: Response, resolution: Resolution) -> Response:
@@ -242,7 +323,7 @@ def parse_output(usecase: str, name: str) -> Response:
 def diff_releases() -> Response:
     """What changed between two releases: agents added, removed and changed,
     with template, partial and example diffs."""
-    source, target = _single_parameter("from"), _single_parameter("to")
+    source, target = _required_parameter("from"), _required_parameter("to")
     diff = _service().diff(source, target)
     response = _json_bytes(encode_json(diff.as_dict()) + b"\n")
     immutable = _service().resolve(source).immutable and _service().resolve(target).immutable
@@ -251,13 +332,11 @@ def diff_releases() -> Response:
     return response
 
 
-def _single_parameter(name: str) -> str:
-    values = request.args.getlist(name)
-    if len(values) != 1 or not values[0]:
-        raise InvalidRequest(
-            f"give {name}=<release> exactly once (a version, range, channel or latest)", parameter=name
-        )
-    return values[0]
+def _required_parameter(name: str) -> str:
+    value = request.args.get(name)
+    if not value:
+        raise InvalidRequest(f"give {name}=<release> (a version, range, channel or latest)", parameter=name)
+    return value
 
 
 @bp.get("/v1/bundle")

@@ -9,7 +9,15 @@ from typing import Any
 import yaml
 from flask import Flask
 
-from registry.api import OPENAPI_KEY, SERVICE_KEY, SETTINGS_KEY, MalformedAgentPathConverter, bp
+from registry.api import (
+    OPENAPI_KEY,
+    QUERY_PARAMETERS_KEY,
+    SERVICE_KEY,
+    SETTINGS_KEY,
+    MalformedAgentPathConverter,
+    bp,
+    declared_query_parameters,
+)
 from registry.cache import ContentCache, MemoryTier, RedisTier
 from registry.errors import StoreError
 from registry.events import ReleaseEvents
@@ -107,7 +115,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions[SERVICE_KEY] = service
     app.extensions[SETTINGS_KEY] = settings
     app.config["REGISTRY_WEBHOOK_SECRET"] = settings.webhook_secret
-    app.extensions[OPENAPI_KEY] = openapi_document()
+    document = app.extensions[OPENAPI_KEY] = openapi_document()
     app.register_blueprint(bp)
+    # After every route is registered: each takes the query parameters the document gives it.
+    app.extensions[QUERY_PARAMETERS_KEY] = declared_query_parameters(app.url_map.iter_rules(), document)
     register_error_handlers(app)
     return app

@@ -38,7 +38,8 @@ _HTTP_PROBLEMS: dict[int, tuple[str, str]] = {
 
 PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "invalid-request": "The request is malformed: a usecase, name or release with the wrong syntax, "
-    "a body that is not a JSON object, or an unknown field.",
+    "a body that is not a JSON object, an unknown field, or a query parameter the route does not take "
+    "or that is given twice; 'parameter' names the parameter.",
     "payload-too-large": "The request body is larger than the registry accepts.",
     "not-found": "No such route.",
     "release-not-found": "No release matches the one requested; 'available' lists the newest releases.",
