@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from flask import Flask
 
+from registry import apidocs
 from registry.api import (
     OPENAPI_KEY,
     QUERY_PARAMETERS_KEY,
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["REGISTRY_WEBHOOK_SECRET"] = settings.webhook_secret
     document = app.extensions[OPENAPI_KEY] = openapi_document()
     app.register_blueprint(bp)
+    app.register_blueprint(apidocs.bp)
     # After every route is registered: each takes the query parameters the document gives it.
     app.extensions[QUERY_PARAMETERS_KEY] = declared_query_parameters(app.url_map.iter_rules(), document)
     register_error_handlers(app)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import threading
@@ -34,7 +36,8 @@ def _validate_against_openapi(path_template: str, method: str, response: TestRes
     media_type = response.mimetype
     assert media_type in content, f"{media_type} not declared for {method} {path_template} {response.status_code}"
     schema = {**content[media_type]["schema"], "components": document["components"]}
-    Draft202012Validator(schema).validate(response.get_json(force=True))
+    body = response.get_json(force=True) if media_type.endswith("json") else response.get_data(as_text=True)
+    Draft202012Validator(schema).validate(body)
 
 
 def _problem(response: TestResponse, status: int, slug: str) -> dict[str, Any]:
@@ -953,3 +956,90 @@ def _resolve(document: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
     for part in item["$ref"].removeprefix("#/").split("/"):
         resolved = resolved[part]
     return resolved
+
+
+# --- the API page and the index -------------------------------------------------
+
+
+def _asset_urls(page: str) -> list[str]:
+    return re.findall(r'(?:href|src)="(/docs/assets/[^"]+)"', page)
+
+
+def test_docs_is_swagger_ui_over_the_openapi_document_with_local_assets(client: FlaskClient) -> None:
+    response = client.get("/docs")
+    assert response.status_code == 200 and response.mimetype == "text/html"
+    page = response.get_data(as_text=True)
+    assets = _asset_urls(page)
+    assert {url.rsplit("/", 1)[1] for url in assets} >= {"swagger-ui.css", "swagger-ui-bundle.js"}
+    assert 'data-url="/openapi.json"' in page
+    assert "http://" not in page and "https://" not in page and "//cdn" not in page  # works offline
+    policy = response.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "connect-src 'self'" in policy and "'unsafe-inline'" not in policy
+    # The one inline script is allowed by its hash, so no other inline script runs.
+    (inline,) = re.findall(r"<script>(.*?)</script>", page, flags=re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()
+    assert f"script-src 'self' 'sha256-{digest}'" in policy
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Cache-Control"] == "no-cache"
+    assert client.get("/docs", headers={"If-None-Match": response.headers["ETag"]}).status_code == 304
+    _validate_against_openapi("/docs", "get", response)
+
+
+def test_docs_assets_come_from_the_package_with_long_lived_caching(client: FlaskClient) -> None:
+    page = client.get("/docs").get_data(as_text=True)
+    kinds = {"css": "text/css", "js": "text/javascript", "png": "image/png"}
+    for url in _asset_urls(page):
+        with client.get(url) as response:
+            assert response.status_code == 200, url
+            assert response.mimetype == kinds[url.rsplit(".", 1)[1]], (url, response.mimetype)
+            assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+            assert len(response.data) > 100
+        with client.get(url, headers={"If-None-Match": response.headers["ETag"]}) as again:
+            assert again.status_code == 304
+    with client.get(next(url for url in _asset_urls(page) if url.endswith("/swagger-ui-bundle.js"))) as bundle:
+        assert b"SwaggerUIBundle" in bundle.data
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/docs/assets/0.0.1/swagger-ui.css",  # another version's URL
+        "/docs/assets/{version}/oauth2-redirect.html",  # in the package, but not part of the page
+        "/docs/assets/{version}/..%2F__init__.py",
+        "/docs/assets/{version}/nothing.js",
+    ],
+)
+def test_only_the_pages_own_assets_are_served(client: FlaskClient, path: str) -> None:
+    page = client.get("/docs").get_data(as_text=True)
+    version = _asset_urls(page)[0].split("/")[3]
+    _problem(client.get(path.format(version=version)), 404, "not-found")
+
+
+def test_the_docs_page_and_its_assets_stay_public_when_tokens_are_required(released_repo: LibraryRepo) -> None:
+    client = client_for(released_repo, api_tokens=("api-token-0123456789abcdef",))
+    page = client.get("/docs")
+    assert page.status_code == 200
+    for url in [*_asset_urls(page.get_data(as_text=True)), "/openapi.json", "/"]:
+        with client.get(url) as response:
+            assert response.status_code == 200, url
+    _problem(client.get("/v1/releases"), 401, "unauthorized")
+
+
+def test_the_index_page_links_the_docs_the_document_the_releases_and_health(client: FlaskClient) -> None:
+    browser = client.get("/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert browser.status_code == 200 and browser.mimetype == "text/html"
+    page = browser.get_data(as_text=True)
+    for link in ("/docs", "/openapi.json", "/v1/releases", "/healthz"):
+        assert f'href="{link}"' in page
+    assert "Accept" in browser.headers["Vary"]
+    _validate_against_openapi("/", "get", browser)
+    machine = client.get("/", headers={"Accept": "application/json"})
+    assert machine.mimetype == "application/json"
+    assert machine.get_json()["links"] == {
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+        "releases": "/v1/releases",
+        "health": "/healthz",
+    }
+    _validate_against_openapi("/", "get", machine)
