@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry.definition import SCHEMA_FILE, CompiledAgent
 from registry.diff import LibraryDiff, classify, diff_catalogs, diff_lines, paint, required_bump
-from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest
+from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
 from registry.models import Issue, Release
@@ -227,11 +227,17 @@ def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, R
         return Release(tag=WORKTREE_TAG, version=None, commit=catalog.commit), catalog
     try:
         release = service.resolve(ref).release
-    except InvalidRequest:
+    except (InvalidRequest, ReleaseNotFound) as not_a_release:
         revision = getattr(service.store, "revision", None)
         if revision is None:
             raise
-        release = revision(ref)
+        try:
+            # All-digit commit ids also read as versions (1234567 is >=1234567.0.0).
+            release = revision(ref)
+        except ReleaseNotFound:
+            if isinstance(not_a_release, ReleaseNotFound) and not ref.isdigit():
+                raise not_a_release from None  # a range that matches nothing says so
+            raise
     return release, service.catalog(release)
 
 

@@ -33,6 +33,7 @@ from registry.tagmemory import InMemoryTagMemory, TagMemory
 log = logging.getLogger(__name__)
 
 _FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+_SHORT_COMMIT = re.compile(r"[0-9a-f]{4,39}")
 # Branch and tag names an author may give to diff: no revision syntax.
 _REF_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 
@@ -188,6 +189,13 @@ class GitStore:
                         break
                     except (ValueError, OSError, git.GitError):
                         continue
+        if commit is None and _SHORT_COMMIT.fullmatch(name):
+            # Abbreviations are git revision syntax, which is never used here.
+            raise ReleaseNotFound(
+                f"{name!r} is not a release, branch or tag; if it is a short commit id, give the full"
+                f" 40-character id (git rev-parse {name})",
+                release=name,
+            )
         if commit is None:
             raise ReleaseNotFound(f"{name!r} is not a release, branch, tag or commit of this repository", release=name)
         return Release(tag=name, version=None, commit=commit)

@@ -383,3 +383,17 @@ def test_diff_text_is_coloured_only_when_asked(base_repo: LibraryRepo) -> None:
     assert "\033[32m+You are terse.\033[0m" in coloured and "\033[31m-You are helpful.\033[0m" in coloured
     assert "\033[1m" in coloured
     assert diff_text(_service(base_repo).diff("v1.0.0", "v1.0.0")).endswith("\n3 agents unchanged\n")
+
+
+def test_diff_says_a_short_commit_id_needs_to_be_given_in_full(released_repo: LibraryRepo) -> None:
+    full = released_repo.git("rev-parse", "v1.0.0^{commit}")
+    for short in (full[:7], "1234567"):
+        result = _cli(released_repo, "diff", short, "v1.1.0")
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"prompt-registry: {short!r} is not a release, branch or tag; if it is a short commit id, give the"
+            f" full 40-character id (git rev-parse {short})\n"
+        )
+    assert _cli(released_repo, "diff", full, "v1.1.0").returncode == 0
+    unmatched = _cli(released_repo, "diff", "^7", "v1.1.0")
+    assert unmatched.returncode == 1 and unmatched.stderr == "prompt-registry: no release matches '^7'\n"
