@@ -25,3 +25,11 @@ def test_every_relative_link_in_the_docs_and_readme_exists() -> None:
     for page in [REPOSITORY / "README.md", *sorted(DOCS.rglob("*.md"))]:
         for link in _relative_links(page):
             assert (page.parent / link).exists(), f"{page.relative_to(REPOSITORY)} links {link}, which does not exist"
+
+
+def test_nothing_pins_prompt_registry_to_a_release_tag_it_never_published() -> None:
+    # This project publishes no release tags yet: a pin must be a commit id.
+    pinned = re.compile(r"prompt-registry\.git@v\d|^\s*#?\s*rev:\s*v\d", re.MULTILINE)
+    for path in [REPOSITORY / ".pre-commit-hooks.yaml", *sorted(DOCS.rglob("*"))]:
+        if path.is_file():
+            assert not pinned.search(path.read_text(encoding="utf-8")), path.relative_to(REPOSITORY)
