@@ -6,7 +6,6 @@ Views know nothing of git, YAML or Jinja; errors are raised as
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import hmac
 import json
@@ -22,7 +21,7 @@ from werkzeug.routing import PathConverter, Rule
 from registry.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from registry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from registry.metrics import SyncFacts
-from registry.models import Resolution, encode_json
+from registry.models import Resolution, close_matches, did_you_mean, encode_json
 from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
 from registry.rendering import RENDER_SEMANTICS
 from registry.service import RegistryService
@@ -107,9 +106,9 @@ def _refuse_unknown_parameters() -> None:
 def _unknown_parameter(name: str, allowed: frozenset[str]) -> str:
     detail = f"unknown query parameter {name!r}"
     # Above difflib's default (0.6), which would offer 'from' for 'format'.
-    close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.75)
-    if close:
-        return f"{detail}; did you mean {close[0]!r}?"
+    suggestion = did_you_mean(close_matches(name, sorted(allowed), limit=1, cutoff=0.75))
+    if suggestion:
+        return f"{detail}; {suggestion}"
     if not allowed:
         return f"{detail}; this route takes no query parameters"
     return f"{detail}; this route takes {', '.join(repr(known) for known in sorted(allowed))}"

@@ -18,7 +18,7 @@ from registry.diff import LibraryDiff, classify, diff_catalogs, diff_lines, pain
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
-from registry.models import Issue, Release
+from registry.models import Issue, Release, plural
 from registry.parsers import ParseError
 from registry.releases import WORKTREE_TAG, ReleaseIndex, parse_version
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
@@ -278,7 +278,7 @@ def diff_text(diff: LibraryDiff, *, colour: bool = False) -> str:
         for name, text in change.examples.items():
             lines.append(paint(f"  what the model receives for example {name!r}:", "bold", colour=colour))
             lines.extend("    " + line for line in diff_lines(text, colour=colour))
-    lines.append(f"{_counted(diff.unchanged, 'agent')} unchanged")
+    lines.append(f"{plural(diff.unchanged, 'agent')} unchanged")
     return "\n".join(lines) + "\n"
 
 
@@ -320,7 +320,7 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
                 print(f"  {where}: {issue.message}")
         count = len(diff.invalid)
         failures.append(
-            f"{_counted(count, 'definition')} {'is' if count == 1 else 'are'} invalid;"
+            f"{plural(count, 'definition')} {'is' if count == 1 else 'are'} invalid;"
             f" the registry would not serve {'it' if count == 1 else 'them'}"
         )
     for failure in failures:
@@ -352,10 +352,6 @@ def _previous_release(index: ReleaseIndex, next_version: str, current: Release) 
 
 def _names_version(tag: str, version: str) -> bool:
     return tag.removeprefix("v") == version.removeprefix("v")
-
-
-def _counted(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _article(bump: str) -> str:

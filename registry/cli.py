@@ -41,6 +41,7 @@ from registry.lint import DEFAULT_ROOT, lint
 from registry.lintformat import FORMATS, render_report
 from registry.metricsdir import prepare_metrics_directory
 from registry.mirror import redact
+from registry.models import plural
 from registry.settings import Settings
 
 if TYPE_CHECKING:
@@ -394,11 +395,6 @@ def _resolve(service: RegistryService, release: str, *, as_json: bool) -> int:
     else:
         print(f"{resolution.release.tag}\t{resolution.release.commit}")
     return 0
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 release``, ``2 releases``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def use_colour(stream: TextIO) -> bool:

@@ -19,7 +19,6 @@ can reach and the rendering semantics: equal digests render identically.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -35,7 +34,7 @@ from jsonschema.exceptions import ValidationError
 
 from registry.errors import InvalidDefinition, InvalidInputs, summarize
 from registry.inputschema import InputsSchema, SchemaProblem
-from registry.models import Issue, Message, Prompt, json_pointer, shorten
+from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
 from registry.parsers import OutputParser
 from registry.rendering import (
     RENDER_SEMANTICS,
@@ -274,9 +273,9 @@ def _matches_any(key: str, patterns: list[str]) -> bool:
 
 
 def _did_you_mean(key: str, allowed: list[str], patterns: list[str]) -> str | None:
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {close[0]!r}?"
+    suggestion = did_you_mean(close_matches(key, allowed, limit=1))
+    if suggestion:
+        return suggestion
     if patterns:
         return f"allowed keys: {', '.join(allowed)}; extension keys start with 'x-'"
     return f"allowed keys: {', '.join(allowed)}" if allowed else None

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from registry.models import Issue
+from registry.models import Issue, plural
 
 
 class RegistryError(Exception):
@@ -115,6 +115,10 @@ class _AgentError(RegistryError):
             return self.detail
         where = self.agent if self.release is None else f"{self.agent} at {self.release}"
         return f"{self.detail} ({where})"
+
+    def problem_fields(self) -> dict[str, Any]:
+        located = {"agent": self.agent, "release": self.release} if self.agent is not None else {}
+        return {**super().problem_fields(), **located}
 
     def locate(self, agent: str, release: str | None) -> None:
         """Name the agent (``usecase/name``) and the release the error is
@@ -242,7 +246,7 @@ def summarize(issues: Sequence[Issue]) -> str:
     text = f"{where}: {first.message}" if where else first.message
     more = len(issues) - 1
     if more:
-        text += f", and {more} more problem{'' if more == 1 else 's'}"
+        text += f", and {plural(more, 'more problem')}"
     return text
 
 

@@ -25,7 +25,7 @@ from registry.diff import diff_lines, paint
 from registry.errors import InvalidDefinition, RegistryError
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, LoadedAgent
-from registry.models import Issue, Prompt
+from registry.models import Issue, Prompt, plural
 from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
 
@@ -219,6 +219,6 @@ def report_text(report: TestReport, *, colour: bool = False) -> str:
     failed = len(report.failed) - not_run
     summary = f"{len(report.results) - failed - not_run} passed, {failed} failed"
     if not_run:
-        summary += f", {not_run} definition{'' if not_run == 1 else 's'} not run"
+        summary += f", {plural(not_run, 'definition')} not run"
     lines.append(paint(summary, "removed" if report.failed else "bold", colour=colour))
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ import json
 from xml.etree import ElementTree
 
 from registry.lint import RULES, Finding, LintReport
+from registry.models import plural
 
 FORMATS = ("text", "json", "junit", "codequality")
 
@@ -39,7 +40,7 @@ def as_text(report: LintReport, *, colour: bool = False) -> str:
             lines.append(paint(f"    hint: {finding.hint}", "dim"))
     checked = f"{len(report.definitions)} definitions and {len(report.partials)} partials"
     if report.findings:
-        summary = f"{_count(report.errors, 'error')}, {_count(report.warnings, 'warning')} in {checked}"
+        summary = f"{plural(report.errors, 'error')}, {plural(report.warnings, 'warning')} in {checked}"
         lines.append(paint(summary, "error" if report.errors else "warning"))
     else:
         lines.append(f"no problems in {checked}")
@@ -113,7 +114,3 @@ def as_codequality(report: LintReport) -> str:
 def _line(finding: Finding) -> str:
     where = ":".join(str(p) for p in (finding.file, finding.line, finding.column) if p is not None)
     return f"{where}: [{finding.rule}] {finding.message}"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"

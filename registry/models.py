@@ -26,10 +26,15 @@ def shorten(text: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def close_matches(word: str, candidates: Iterable[str], *, limit: int = 3) -> list[str]:
+def plural(count: int, noun: str) -> str:
+    """``1 definition``, ``2 definitions``: a count in words."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def close_matches(word: str, candidates: Iterable[str], *, limit: int = 3, cutoff: float = 0.6) -> list[str]:
     """The candidates most like ``word``, best first (at most ``limit``): what
-    a "did you mean" may suggest. Similarity is difflib's ratio, at least 0.6."""
-    return difflib.get_close_matches(word, list(candidates), n=limit, cutoff=0.6)
+    a "did you mean" may suggest. Similarity is difflib's ratio, at least ``cutoff``."""
+    return difflib.get_close_matches(word, list(candidates), n=limit, cutoff=cutoff)
 
 
 def did_you_mean(matches: Sequence[str]) -> str | None:

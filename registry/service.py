@@ -33,7 +33,15 @@ from registry.bundle import BundleRelease, encode_bundle
 from registry.cache import AgentKey, ContentCache, MemoryTier
 from registry.channels import ChannelTable
 from registry.diff import LibraryDiff, diff_catalogs
-from registry.errors import AgentNotFound, InvalidDefinition, NotFound, NotReady, ReleaseNotFound
+from registry.errors import (
+    AgentNotFound,
+    InvalidDefinition,
+    InvalidInputs,
+    NotFound,
+    NotReady,
+    ReleaseNotFound,
+    RenderError,
+)
 from registry.events import ReleaseChange, ReleaseEvents
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
 from registry.metrics import Metrics
@@ -243,7 +251,10 @@ class RegistryService:
         if isinstance(loaded, InvalidDefinition):
             # A fresh exception each time: re-raising one instance would grow
             # its traceback with every request.
-            raise InvalidDefinition(loaded.detail, loaded.errors, **loaded.extensions)
+            agent = f"{usecase}/{name}"
+            raise InvalidDefinition(
+                loaded.detail, loaded.errors, agent=agent, release=resolution.release.tag, **loaded.extensions
+            )
         return AgentAnswer(resolution, loaded)
 
     def render(self, usecase: str, name: str, inputs: Any, *, release: str | None = None) -> RenderAnswer:
@@ -252,7 +263,13 @@ class RegistryService:
 
     def render_answer(self, answer: AgentAnswer, inputs: Any) -> RenderAnswer:
         """Render an agent already fetched with ``get_agent``."""
-        prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
+        try:
+            prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
+        except (InvalidInputs, RenderError) as exc:
+            # Named here, where the release a range resolved to is known: the
+            # problem carries both, and a client's exception message too.
+            exc.locate(f"{answer.agent.usecase}/{answer.agent.name}", answer.resolution.release.tag)
+            raise
         return RenderAnswer(answer.resolution, answer.agent, prompt)
 
     def diff(self, source: str | None, target: str | None) -> LibraryDiff:

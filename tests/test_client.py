@@ -210,6 +210,10 @@ def test_input_errors_say_what_is_wrong_for_which_agent_at_which_release(transpo
     with pytest.raises(InvalidInputs) as ranged:
         _client(transport, release="^1.0").get("chat", "with_rules").render(question="q")
     assert str(ranged.value) == "missing required input 'rules' (chat/with_rules at v1.1.0)"
+    # So is a server render: the problem carries the agent and the tag.
+    with pytest.raises(InvalidInputs) as ranged_remote:
+        _client(transport, release="^1.0").render("chat", "with_rules", {"question": "q"})
+    assert str(ranged_remote.value) == "missing required input 'rules' (chat/with_rules at v1.1.0)"
 
 
 def test_render_and_definition_errors_name_the_agent_and_release(

@@ -350,7 +350,8 @@ def test_new_then_lint_then_render(tmp_path: Path) -> None:
     rendered = _run("render", "support/triage", "--input", "question=Is it down?", cwd=tmp_path)
     assert rendered.returncode == 0 and "--- user ---\nIs it down?" in rendered.stdout
     missing = _run("render", "support/triage", cwd=tmp_path)
-    assert missing.returncode == 2 and "/question: missing required input 'question'" in missing.stderr
+    assert missing.returncode == 2
+    assert missing.stderr == "prompt-registry: missing required input 'question' (support/triage at worktree)\n"
 
 
 def test_render_a_release_with_an_inputs_file(released_repo: LibraryRepo, tmp_path: Path) -> None:

@@ -328,8 +328,8 @@ def error_from_problem(response: httpx.Response, key: CacheKey | None = None) ->
         error = cls(detail, **extensions)
     if key is not None and isinstance(error, (InvalidDefinition, InvalidInputs, RenderError)):
         usecase, name, selector = key
-        # The problem does not say which release a range resolved to: the
-        # selector stands for it (an exact pin is the tag itself).
+        # A registry names the agent and tag in the problem (taken as the
+        # error's own, above); one that does not is named by the selector.
         error.locate(f"{usecase}/{name}", selector)
     return error
 
