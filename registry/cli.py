@@ -37,7 +37,7 @@ from registry import authoring
 from registry.bundle import Bundle
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
 from registry.examples import GOLDEN_SUFFIX, report_text, run_examples
-from registry.lint import DEFAULT_ROOT, lint
+from registry.lint import DEFAULT_ROOT, find_agents_root, lint
 from registry.lintformat import FORMATS, render_report
 from registry.metricsdir import prepare_metrics_directory
 from registry.mirror import redact
@@ -307,11 +307,9 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
         data_dir=data_dir,
         **extra,
     )
-    if not release and settings.worktree and not Path(settings.worktree, settings.root).is_dir():
-        raise ConfigurationError(
-            f"no prompt library here: no {settings.root}/ in {Path(settings.worktree).resolve()}; run this inside"
-            " a library checkout, or give --repo PATH (or --root)"
-        )
+    if not release and settings.worktree:
+        # Says so the way lint does, rather than "agent does not exist".
+        find_agents_root(Path(settings.worktree), None if settings.root == DEFAULT_ROOT else settings.root)
     return settings
 
 

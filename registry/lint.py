@@ -206,7 +206,8 @@ def find_agents_root(path: Path, root: str | None) -> str:
     if (path / DEFAULT_ROOT).is_dir():
         return DEFAULT_ROOT
     raise ConfigurationError(
-        f"no {DEFAULT_ROOT}/ under {path}: run lint in a library checkout, or give the agents root with --root"
+        f"no prompt library here: no {DEFAULT_ROOT}/ in {path.resolve()}; run this inside a library checkout,"
+        " or give --repo PATH (or --root)"
     )
 
 
