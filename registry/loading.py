@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import TemplateNotFound
 
 from registry.definition import CompiledAgent, compile_definition, definition_digest
-from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError
+from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError, summarize
 from registry.models import Issue, Release, close_matches, did_you_mean, encode_json, shorten
 from registry.releases import WORKTREE_TAG
 from registry.rendering import TemplateEnvironment
@@ -252,7 +252,7 @@ class ReleaseCatalog:
             document = parse_yaml(source, limits=self.yaml_limits)
         except YamlError as exc:
             issues = [_with_file(i, path) for i in exc.issues]
-            return InvalidDefinition(f"{path} is not a valid YAML definition", issues)
+            return InvalidDefinition(summarize(issues) if issues else f"{path} is not a valid YAML definition", issues)
         try:
             compiled = compile_definition(document.value, self.environment, file=path, document=document)
         except InvalidDefinition as exc:

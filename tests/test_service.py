@@ -167,6 +167,9 @@ def test_a_tab_in_a_definitions_indentation_is_named_where_it_is(repo: LibraryRe
         3,
         1,
     )
+    assert str(caught.value) == (
+        f"{AGENTS}/a/tabbed.yml:3:1: tabs are not allowed in YAML indentation (a/tabbed at v1.0.0)"
+    )
 
 
 def test_a_commit_id_as_a_release_says_releases_are_never_commits(released_repo: LibraryRepo) -> None:
