@@ -13,7 +13,14 @@ The schema is untrusted, so jsonschema's defaults are not safe for it:
   backreferences or lookaround: such patterns are refused at load);
 - validating deeply nested inputs against a recursive schema recurses: inputs
   nested deeper than ``MAX_VALIDATED_DEPTH`` are reported as an input problem
-  before jsonschema sees them, so it never reaches Python's recursion limit.
+  before jsonschema sees them, so it never reaches Python's recursion limit;
+- validation costs time in proportion to the inputs (jsonschema, about 5 µs a
+  value), and a caller chooses them. So before any schema work one walk
+  (``measure``) counts their values, depth and characters of text, and inputs
+  over that budget are refused at once; what is validated then runs against
+  a ``Deadline`` (a render's, which the render goes on to share), checked at
+  every keyword jsonschema applies, and ``uniqueItems`` is checked in linear
+  time (jsonschema compares unsortable items pairwise).
 
 Most renders send valid inputs, and jsonschema's interpreter costs tens to
 hundreds of microseconds per render. So each schema is also compiled by
@@ -32,9 +39,13 @@ with jsonschema alone, and so do comparisons of ints past 2**53.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import math
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema_rs
 import re2
@@ -72,6 +83,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
+            _check_clock()  # keys x patterns searches, which no other keyword may come between
             if _search(pattern, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
@@ -93,15 +105,63 @@ def additional_keys(instance: dict[str, Any], schema: dict[str, Any]) -> list[st
     """Keys of ``instance`` that neither ``properties`` nor ``patternProperties`` cover."""
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    return [k for k in instance if k not in properties and not any(_search(p, k) for p in patterns)]
+    if not patterns:
+        return [k for k in instance if k not in properties]
+    extras = []
+    for key in instance:
+        _check_clock()
+        if key not in properties and not any(_search(p, key) for p in patterns):
+            extras.append(key)
+    return extras
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    # jsonschema compares items pairwise when they cannot be sorted (objects):
+    # quadratic time. Their hashable forms find a repeat in linear time.
+    if unique and validator.is_type(instance, "array"):
+        seen = set()
+        for item in instance:
+            form = _hashable(item)
+            if form in seen:
+                yield ValidationError(f"{instance!r} has non-unique elements")
+                return
+            seen.add(form)
+
+
+def _hashable(value: Any) -> Any:
+    """A hashable form of a JSON value, equal for values jsonschema finds
+    equal: ``true`` is not ``1``, ``1`` is ``1.0``, key order does not matter."""
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, dict):
+        return (dict, frozenset((key, _hashable(item)) for key, item in value.items()))
+    if isinstance(value, list):
+        return (list, tuple(_hashable(item) for item in value))
+    return value
+
+
+def _clocked(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """``keyword``, once the deadline is checked: every step of a validation
+    applies a keyword, so none starts after the deadline."""
+
+    def clocked(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        _check_clock()
+        return keyword(validator, value, instance, schema)
+
+    return clocked
 
 
 _InputsValidator = validators.extend(
     Draft202012Validator,
     {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
+        name: _clocked(keyword)
+        for name, keyword in {
+            **Draft202012Validator.VALIDATORS,
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+            "uniqueItems": _unique_items,
+        }.items()
     },
 )
 
@@ -162,19 +222,129 @@ _INTS_CHECKED = 10_000  # values; past them, give up looking and take jsonschema
 
 MAX_VALIDATED_DEPTH = 48
 """Levels of nested arrays and objects jsonschema is given to validate."""
+MAX_VALIDATED_VALUES = 10_000
+"""Values (arrays, objects, strings, numbers, booleans, nulls) below the top
+that are validated at most."""
+MAX_VALIDATED_CHARS = 1024 * 1024
+"""Characters of text (strings and keys) validated at most: all that a render
+request of the default 1 MiB can carry."""
 
 
-def _nested_deeper_than(value: Any, limit: int) -> bool:
-    pending = [(value, 0)]
-    while pending:
-        item, depth = pending.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            pending.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            pending.extend((child, depth + 1) for child in item)
-    return False
+@dataclass(frozen=True)
+class Excess:
+    """A budget that ``measure`` found exceeded: ``budget`` is ``values``,
+    ``depth`` or ``text``, and ``issue`` says so, with the limit."""
+
+    budget: str
+    issue: Issue
+
+
+def measure(
+    value: Any, *, max_values: int = MAX_VALIDATED_VALUES, max_chars: int = MAX_VALIDATED_CHARS
+) -> Excess | None:
+    """The first budget ``value`` exceeds, or None.
+
+    The budgets: at most ``max_values`` values below the top, nesting at most
+    ``MAX_VALIDATED_DEPTH`` levels, at most ``max_chars`` characters in its
+    strings and keys. One walk over the arrays and objects, which stops as
+    soon as a budget is exceeded, so it costs at most about ``max_values``
+    steps whatever ``value`` holds. The issue is at the top-level member
+    (input) being measured when the budget ran out.
+    """
+    if isinstance(value, dict):
+        chars = _key_chars(value)
+        members: Iterator[tuple[str | int, Any]] = iter(value.items())
+    elif isinstance(value, list):
+        chars = 0
+        members = enumerate(value)
+    else:
+        chars = len(value) if isinstance(value, str) else 0
+        return _too_much_text((), max_chars) if chars > max_chars else None
+    values = len(value)
+    if values > max_values:
+        return _too_many_values((), max_values)
+    for name, member in members:
+        if member.__class__ is str:
+            chars += len(member)
+        elif isinstance(member, (dict, list)):
+            pending = [(member, 1)]
+            while pending:
+                container, depth = pending.pop()
+                values += len(container)
+                if values > max_values:
+                    return _too_many_values((name,), max_values)
+                if depth >= MAX_VALIDATED_DEPTH and container:  # its members are one level deeper
+                    return _too_deep((name,))
+                if isinstance(container, dict):
+                    chars += _key_chars(container)
+                    container = container.values()
+                for child in container:
+                    if child.__class__ is str:
+                        chars += len(child)
+                    elif isinstance(child, (dict, list)):
+                        pending.append((child, depth + 1))
+                if chars > max_chars:
+                    return _too_much_text((name,), max_chars)
+        if chars > max_chars:
+            return _too_much_text((name,), max_chars)
+    return None
+
+
+def _key_chars(mapping: dict[Any, Any]) -> int:
+    try:
+        return sum(map(len, mapping))
+    except TypeError:  # a key that is not a string, from a Python caller: jsonschema judges it
+        return sum(len(key) for key in mapping if isinstance(key, str))
+
+
+def _too_many_values(path: tuple[str | int, ...], limit: int) -> Excess:
+    message = (
+        f"inputs hold more than the limit of {limit:,} values (each array, object, string, number, boolean or null)"
+    )
+    return Excess("values", Issue(message=message, path=_input_pointer(path)))
+
+
+def _too_deep(path: tuple[str | int, ...]) -> Excess:
+    message = f"inputs are nested deeper than the limit of {MAX_VALIDATED_DEPTH} levels"
+    return Excess("depth", Issue(message=message, path=_input_pointer(path)))
+
+
+def _too_much_text(path: tuple[str | int, ...], limit: int) -> Excess:
+    message = f"inputs hold more than the limit of {limit:,} characters of text (strings and keys)"
+    return Excess("text", Issue(message=message, path=_input_pointer(path)))
+
+
+def _out_of_time(seconds: float) -> Issue:
+    return Issue(
+        message=f"validating the inputs took longer than the limit of {seconds} seconds (shared with rendering)"
+    )
+
+
+class Deadline(NamedTuple):
+    """When validation (and the render it is part of) must be done: ``at`` is
+    a ``time.monotonic()`` value, ``seconds`` the time limit that set it."""
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        """The deadline ``seconds`` from now."""
+        return cls(time.monotonic() + seconds, seconds)
+
+
+class _OutOfTime(Exception):
+    """The deadline of the validation under way has passed."""
+
+
+# The deadline of the validation under way in this thread (or task); the
+# schemas, and their validators, are shared.
+_deadline: ContextVar[float] = ContextVar("registry_inputs_deadline", default=math.inf)
+
+
+def _check_clock() -> None:
+    if time.monotonic() > _deadline.get():
+        raise _OutOfTime
 
 
 def _has_wide_int(value: Any) -> bool:
@@ -302,27 +472,40 @@ class InputsSchema:
         """A new dict: ``inputs`` over the top-level ``default`` values of the schema."""
         return {**self._defaults, **inputs}
 
-    def issues(self, instance: Any) -> list[Issue]:
-        """Every way ``instance`` fails the schema, each at its JSON path."""
+    def issues(self, instance: Any, *, deadline: Deadline | None = None, measured: bool = False) -> list[Issue]:
+        """Every way ``instance`` fails the schema, each at its JSON path.
+
+        Over budget, the one issue is which budget: ``instance`` is measured
+        first with ``measure``'s default limits (unless ``measured``: the
+        caller has measured it with its own), and validation stops when
+        ``deadline`` passes.
+        """
+        if not measured:
+            excess = measure(instance)
+            if excess is not None:
+                return [excess.issue]
         if (
             self._native is not None
             and not (self._compares_numbers and _has_wide_int(instance))
             and self._native_accepts(instance)
         ):
             return []
-        if _nested_deeper_than(instance, MAX_VALIDATED_DEPTH):
-            # jsonschema recurses a dozen frames a level. Reaching Python's
-            # limit is caught below, but at that depth even the garbage
-            # collector's finalizers fail, so it is not reached at all.
-            return [Issue(message="inputs are nested too deeply to validate")]
+        # jsonschema recurses a dozen frames a level: nesting is bounded by
+        # the budget, since at Python's recursion limit even the garbage
+        # collector's finalizers fail. The except clause is a last line.
+        token = _deadline.set(math.inf if deadline is None else deadline.at)
         try:
             errors = list(self._validator.iter_errors(instance))
+            suggestions = _Suggestions(_MAX_SUGGESTIONS)
+            return [issue for error in errors for issue in _issues_of(error, suggestions)]
+        except _OutOfTime:
+            return [_out_of_time(math.inf if deadline is None else deadline.seconds)]
         except RecursionError:
-            return [Issue(message="inputs are nested too deeply to validate")]
+            return [_too_deep(()).issue]
         except Unresolvable:  # every reference was resolved at load; kept as a last line
             return [Issue(message="the inputs schema has a reference that does not resolve")]
-        suggestions = _Suggestions(_MAX_SUGGESTIONS)
-        return [issue for error in errors for issue in _issues_of(error, suggestions)]
+        finally:
+            _deadline.reset(token)
 
     @property
     def has_fast_path(self) -> bool:

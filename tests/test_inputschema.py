@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema._keywords
 import pytest
 import re2
 import yaml
@@ -13,7 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from registry.inputschema import MAX_VALIDATED_DEPTH, InputsSchema, SchemaProblem, _read_alike
+from registry.inputschema import (
+    MAX_VALIDATED_CHARS,
+    MAX_VALIDATED_DEPTH,
+    MAX_VALIDATED_VALUES,
+    Deadline,
+    InputsSchema,
+    SchemaProblem,
+    _read_alike,
+    measure,
+)
 
 
 def _schema(**properties: Any) -> dict[str, Any]:
@@ -124,7 +135,7 @@ def test_deep_input_against_a_recursive_schema_is_an_issue_not_a_crash() -> None
     deep: Any = []
     for _ in range(5000):
         deep = [deep]
-    assert schema.issues({"x": deep})[0].message == "inputs are nested too deeply to validate"
+    assert schema.issues({"x": deep})[0].message == "inputs are nested deeper than the limit of 48 levels"
 
 
 def test_inputs_up_to_the_validated_depth_are_validated_and_deeper_ones_refused() -> None:
@@ -142,7 +153,7 @@ def test_inputs_up_to_the_validated_depth_are_validated_and_deeper_ones_refused(
     assert schema.issues({"x": nested(MAX_VALIDATED_DEPTH)}) == []
     assert schema.issues({"x": nested(MAX_VALIDATED_DEPTH - 1) + ["not an array"]})  # still validated
     refused = schema.issues({"x": nested(MAX_VALIDATED_DEPTH + 1)})
-    assert [issue.message for issue in refused] == ["inputs are nested too deeply to validate"]
+    assert [issue.message for issue in refused] == ["inputs are nested deeper than the limit of 48 levels"]
 
 
 def test_an_invalid_json_schema_is_refused_with_its_path() -> None:
@@ -362,3 +373,155 @@ def test_wide_ints_only_matter_where_numbers_are_compared() -> None:
     assert schema.has_fast_path
     assert schema.issues({"n": 2**80, "s": "x"}) == []
     assert InputsSchema({"maximum": 2**60}).has_fast_path is False
+
+
+# --- the input budget ------------------------------------------------------------------------
+
+VALUES_OVER = f"inputs hold more than the limit of {MAX_VALIDATED_VALUES:,} values (each array, object, string, number, boolean or null)"
+DEPTH_OVER = f"inputs are nested deeper than the limit of {MAX_VALIDATED_DEPTH} levels"
+TEXT_OVER = f"inputs hold more than the limit of {MAX_VALIDATED_CHARS:,} characters of text (strings and keys)"
+
+
+def _nested(levels: int, inner: Any = None) -> Any:
+    value: Any = [] if inner is None else inner
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_ordinary_inputs_are_within_every_budget() -> None:
+    assert measure({"code": "def f():\n    pass\n" * 500, "language": "python", "tags": ["a", "b"], "n": 3}) is None
+    assert measure({"files": [{"path": f"src/{i}.py", "additions": i, "deletions": 0} for i in range(2000)]}) is None
+    assert measure("x" * MAX_VALIDATED_CHARS) is None and measure(5) is None
+
+
+def test_values_are_counted_at_every_level_and_reported_at_their_input() -> None:
+    assert measure({"a": list(range(MAX_VALIDATED_VALUES - 1))}) is None  # the list and its items
+    (excess,) = [measure({"a": 1, "b": list(range(MAX_VALIDATED_VALUES))})]
+    assert excess is not None and excess.budget == "values"
+    assert (excess.issue.path, excess.issue.message) == ("/b", VALUES_OVER)
+    nested = measure({"a": [{"k": [1, 2, 3]}] * 2500})  # 2,500 x 5 values
+    assert nested is not None and nested.issue.path == "/a"
+    at_the_top = measure({str(i): i for i in range(MAX_VALIDATED_VALUES + 1)})
+    assert at_the_top is not None and at_the_top.issue.path == ""
+
+
+def test_depth_is_measured_as_jsonschema_would_recurse() -> None:
+    # {"x": ...} is one level: the arrays take the rest.
+    assert measure({"x": _nested(MAX_VALIDATED_DEPTH)}) is None
+    assert measure({"x": _nested(MAX_VALIDATED_DEPTH - 1, ["not an array"])}) is None
+    for deep in (_nested(MAX_VALIDATED_DEPTH + 1), _nested(MAX_VALIDATED_DEPTH, [1]), _nested(100_000)):
+        excess = measure({"ok": 1, "x": deep})
+        assert excess is not None and (excess.budget, excess.issue.path, excess.issue.message) == (
+            "depth",
+            "/x",
+            DEPTH_OVER,
+        )
+
+
+def test_text_counts_strings_and_keys() -> None:
+    half = MAX_VALIDATED_CHARS // 2
+    assert measure({"a": "x" * half, "b": "y" * (half - 2)}) is None
+    over = measure({"a": "x" * half, "b": ["y" * half]})
+    assert over is not None and (over.budget, over.issue.path, over.issue.message) == ("text", "/b", TEXT_OVER)
+    keys = measure({"a": {"k" * half: 1, "j" * half: 2}})
+    assert keys is not None and keys.budget == "text"
+    assert measure({"k" * (MAX_VALIDATED_CHARS + 1): 1}) is not None
+
+
+def test_limits_can_be_given() -> None:
+    assert measure({"a": [1, 2, 3]}, max_values=4) is None  # the list and its items
+    assert measure({"a": [1, 2, 3]}, max_values=3) is not None
+    assert measure({"a": "abc"}, max_chars=4) is None  # the key and the string
+    assert measure({"a": "abc"}, max_chars=3) is not None
+
+
+# The hostile bodies, each as big as a 1 MiB request: refused from what one
+# walk counts, before any schema work (jsonschema took 0.5-0.8 s on them).
+PASSAGES = {
+    "type": "object",
+    "properties": {
+        "question": {"type": "string"},
+        "passages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["title", "text"],
+                "properties": {"title": {"type": "string"}, "text": {"type": "string"}},
+            },
+        },
+    },
+}
+WIDE = {"question": "q", "passages": [{"title": "t", "text": "abcdefg"}] * 33_822 + [{"title": "t", "text": 1}]}
+WIDE_AND_DEEP = {"question": "q", "passages": [_nested(40)] * 13_000}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [(WIDE, VALUES_OVER), (WIDE_AND_DEEP, VALUES_OVER), ({"passages": _nested(900)}, DEPTH_OVER)],
+    ids=["wide", "wide-and-deep", "deep"],
+)
+def test_hostile_inputs_are_refused_before_any_schema_work(
+    inputs: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = InputsSchema(PASSAGES)
+
+    class NoSchemaWork:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"validated ({name})")
+
+    monkeypatch.setattr(schema, "_native", NoSchemaWork())
+    monkeypatch.setattr(schema, "_validator", NoSchemaWork())
+    assert [(i.path, i.message) for i in schema.issues(inputs)] == [("/passages", message)]
+
+
+def test_validation_stops_at_its_deadline() -> None:
+    schema = InputsSchema(_schema(n={"type": "array", "items": {"type": "integer", "multipleOf": 1}}))
+    assert not schema.has_fast_path  # multipleOf: jsonschema alone
+    inputs = {"n": [*range(5000), "x"]}
+    assert [i.path for i in schema.issues(inputs, deadline=Deadline.after(60))] == ["/n/5000"]
+    passed = Deadline(at=time.monotonic() - 0.001, seconds=2.0)
+    (issue,) = schema.issues(inputs, deadline=passed)
+    assert issue.message == "validating the inputs took longer than the limit of 2.0 seconds (shared with rendering)"
+    assert schema.issues({"n": [1, 2]}, deadline=passed) == [issue]
+
+
+def test_unique_items_are_checked_without_comparing_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    # jsonschema compares objects pairwise: 6,000 of them took minutes.
+    def pairwise(container: Any) -> bool:
+        raise AssertionError("compared pairwise")
+
+    monkeypatch.setattr(jsonschema._keywords, "uniq", pairwise)
+    schema = InputsSchema(_schema(xs={"type": "array", "uniqueItems": True, "items": {"multipleOf": 1}}))
+    distinct = [{"a": i} for i in range(3000)]
+    assert schema.issues({"xs": distinct}) == []
+    assert [i.path for i in schema.issues({"xs": [*distinct, {"a": 5}]})] == ["/xs"]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [1, True],
+        [0, False],
+        [1, 1.0],
+        [{"a": 1, "b": 2}, {"b": 2, "a": 1}],
+        [[1], [True]],
+        [[1, 2], [2, 1]],
+        [{"a": [1]}, {"a": [1.0]}],
+        [{"a": None}, {"b": None}],
+        [None, None],
+        ["1", 1],
+        [[], {}],
+    ],
+)
+def test_unique_items_means_what_it_means_to_jsonschema(items: list[Any]) -> None:
+    raw = {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/any"}, "$defs": {"any": {}}}
+    assert not InputsSchema(raw).has_fast_path
+    assert bool(InputsSchema(raw).issues(items)) == (not Draft202012Validator(raw).is_valid(items))
+
+
+@given(st.lists(_JSON, max_size=6))
+@settings(max_examples=400, deadline=None)
+def test_unique_items_agrees_with_jsonschema_on_any_json(items: list[Any]) -> None:
+    raw = {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/any"}, "$defs": {"any": {}}}
+    assert (InputsSchema(raw).issues(items) == []) == Draft202012Validator(raw).is_valid(items), items
