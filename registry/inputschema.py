@@ -582,7 +582,20 @@ def _issues_of(error: ValidationError, suggestions: _Suggestions) -> list[Issue]
             Issue(message=_unexpected(name, suggestions.hint(name, declared)), path=_input_pointer(path + (name,)))
             for name in additional_keys(error.instance, schema)
         ]
-    return [Issue(message=shorten(error.message, 300), path=_input_pointer(path))]
+    return [Issue(message=_worded(error), path=_input_pointer(path))]
+
+
+def _worded(error: ValidationError) -> str:
+    """jsonschema's message, short whatever the input: most quote the input
+    first (``'xxx...' is too long``), so it is the quote that is cut."""
+    message = error.message
+    quoted = repr(error.instance)
+    if len(quoted) > _QUOTED and message.startswith(quoted):
+        message = shorten(quoted, _QUOTED) + message[len(quoted) :]
+    return shorten(message, 300)
+
+
+_QUOTED = 80
 
 
 def _unexpected(name: str, hint: str | None) -> str:

@@ -80,6 +80,12 @@ def test_only_the_first_unexpected_inputs_get_a_suggestion() -> None:
     assert len(issues) == 100 and 0 < len(suggested) < 100
 
 
+def test_a_huge_input_is_quoted_short_and_the_reason_kept() -> None:
+    schema = InputsSchema(_schema(s={"type": "string", "maxLength": 10}, n={"type": "integer"}))
+    issues = {i.path: i.message for i in schema.issues({"s": "x" * 500_000, "n": ["y" * 500_000]})}
+    assert issues == {"/s": "'" + "x" * 76 + "... is too long", "/n": "['" + "y" * 75 + "... is not of type 'integer'"}
+
+
 def test_local_references_resolve() -> None:
     schema = InputsSchema({**_schema(x={"$ref": "#/$defs/word"}), "$defs": {"word": {"type": "string"}}})
     assert schema.issues({"x": "ok"}) == []
