@@ -33,10 +33,10 @@ bp = Blueprint("api", __name__)
 
 class MalformedAgentPathConverter(PathConverter):
     """Any path under /v1/agents/ that is not ``<usecase>/<name>`` or
-    ``<usecase>/<name>/render``: those belong to the real routes, which then
-    answer wrong methods with an exact ``Allow``."""
+    ``<usecase>/<name>/render`` or ``.../parse``: those belong to the real
+    routes, which then answer wrong methods with an exact ``Allow``."""
 
-    regex = r"(?![^/]+/[^/]+(?:/render)?\Z).*?"
+    regex = r"(?![^/]+/[^/]+(?:/render|/parse)?\Z).*?"
     part_isolating = False  # it spans "/"; Werkzeug guesses from the regex otherwise
 
 
@@ -203,17 +203,23 @@ def _with_provenance(response: Response, resolution: Resolution) -> Response:
     worktree may resolve differently tomorrow, so those are kept briefly.
     With tokens required, only the client's own cache may keep answers.
     """
-    settings = _settings()
-    scope = "private" if settings.api_tokens else "public"
-    lifetime = IMMUTABLE if resolution.immutable else f"max-age={settings.cache_max_age}"
     # add(), not item assignment: a new response has none of these, and
     # assignment scans for an old value first.
-    headers = response.headers
-    headers.add("X-Registry-Release", resolution.release.tag)
-    headers.add("X-Registry-Commit", resolution.release.commit)
-    headers.add("Cache-Control", f"{scope}, {lifetime}")
+    response.headers.add("X-Registry-Release", resolution.release.tag)
+    response.headers.add("X-Registry-Commit", resolution.release.commit)
+    return _cacheable(response, immutable=resolution.immutable)
+
+
+def _cacheable(response: Response, *, immutable: bool) -> Response:
+    """``Cache-Control`` for an answer about releases: for good when every
+    release it names is an exact tag, briefly otherwise; with tokens
+    required, only the client's own cache may keep it."""
+    settings = _settings()
+    scope = "private" if settings.api_tokens else "public"
+    lifetime = IMMUTABLE if immutable else f"max-age={settings.cache_max_age}"
+    response.headers.add("Cache-Control", f"{scope}, {lifetime}")
     if settings.api_tokens:
-        headers.add("Vary", "Authorization")
+        response.headers.add("Vary", "Authorization")
     return response
 
 
@@ -326,9 +332,7 @@ def diff_releases() -> Response:
     diff = _service().diff(source, target)
     response = _json_bytes(encode_json(diff.as_dict()) + b"\n")
     immutable = _service().resolve(source).immutable and _service().resolve(target).immutable
-    lifetime = IMMUTABLE if immutable else f"max-age={_settings().cache_max_age}"
-    response.headers["Cache-Control"] = f"{'private' if _settings().api_tokens else 'public'}, {lifetime}"
-    return response
+    return _cacheable(response, immutable=immutable)
 
 
 def _required_parameter(name: str) -> str:

@@ -496,6 +496,8 @@ def test_every_error_class_has_a_described_and_documented_problem_type() -> None
         ("DELETE", "/v1/agents/chat/minimal", {"GET", "HEAD", "OPTIONS"}),
         ("GET", "/v1/agents/chat/minimal/render", {"POST", "OPTIONS"}),
         ("PUT", "/v1/agents/chat/minimal/render", {"POST", "OPTIONS"}),
+        ("GET", "/v1/agents/chat/minimal/parse", {"POST", "OPTIONS"}),
+        ("PUT", "/v1/agents/chat/minimal/parse", {"POST", "OPTIONS"}),
     ],
 )
 def test_wrong_methods_on_agent_routes_name_exactly_the_allowed_ones(

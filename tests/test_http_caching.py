@@ -208,3 +208,13 @@ def test_metrics_count_requests_by_route_and_status(app: Flask) -> None:
     assert (
         'prompt_registry_http_requests_total{method="GET",route="/v1/agents/<usecase>/<name>",status="200"} 3.0' in text
     )
+
+
+def test_every_answer_about_releases_varies_by_authorization_when_tokens_are_required(secured: Flask) -> None:
+    client = secured.test_client()
+    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+    for path in ("/v1/agents/chat/minimal?release=v1.0.0", "/v1/diff?from=v1.0.0&to=v1.1.0", "/v1/bundle?release=^1"):
+        response = client.get(path, headers=headers)
+        assert response.status_code == 200, path
+        assert response.headers["Cache-Control"].startswith("private, "), path
+        assert response.headers["Vary"] == "Authorization", path
