@@ -15,6 +15,11 @@ lines. ``compile_definition`` reports every problem at once:
 
 The digest of a definition covers its bytes, the bytes of every partial it
 can reach and the rendering semantics: equal digests render identically.
+
+Rendering takes inputs from callers: before any schema work they are measured
+against the input budget of the ``RenderLimits`` (values, nesting, text;
+``registry.inputschema.measure``), and validating them and rendering share
+one clock.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from registry.errors import InvalidDefinition, InvalidInputs, summarize
-from registry.inputschema import InputsSchema, SchemaProblem
+from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, summarize
+from registry.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
 from registry.parsers import OutputParser
 from registry.rendering import (
@@ -85,16 +90,28 @@ class CompiledAgent:
         return OutputParser.from_definition(self.definition)
 
     def render(self, inputs: Any, *, limits: RenderLimits) -> Prompt:
-        """Validate ``inputs`` and render every role's template, in file order."""
+        """Validate ``inputs`` and render every role's template, in file order.
+
+        Inputs over the input budget of ``limits`` are refused before any
+        schema work: too much text as ``PayloadTooLarge`` (more than a
+        request may carry), too many values or levels as ``InvalidInputs``.
+        Validating and rendering share one clock, ``limits.max_seconds``.
+        """
+        deadline = Deadline.after(limits.max_seconds)
         if not isinstance(inputs, dict):
             raise InvalidInputs(
                 "inputs must be a JSON object",
                 [Issue(message=f"expected an object, got {_json_type(inputs)}")],
             )
+        excess = measure(inputs, max_values=limits.max_input_values, max_chars=limits.max_input_chars)
+        if excess is not None:
+            if excess.budget == "text":
+                raise PayloadTooLarge(excess.issue.message)
+            raise InvalidInputs(summarize([excess.issue]), [excess.issue])
         if self.inputs is None:
             variables = dict(inputs)
         else:
-            issues = self.inputs.issues(inputs)
+            issues = self.inputs.issues(inputs, deadline=deadline, measured=True)
             if issues:
                 unique: dict[tuple[str, str], Issue] = {}
                 for issue in issues:
@@ -105,7 +122,7 @@ class CompiledAgent:
         tools = self.definition.get("tools")
         if tools is not None and "tools" not in variables:
             variables["tools"] = tools
-        messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits)
+        messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits, deadline=deadline.at)
         return Prompt(
             messages=messages,
             model=self.definition.get("model"),

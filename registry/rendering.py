@@ -85,6 +85,13 @@ class RenderLimits:
     max_output_bytes: int = 1024 * 1024
     max_iterations: int = 100_000
     max_seconds: float = 2.0
+    """For validating the inputs and rendering them, together."""
+    max_input_values: int = 10_000
+    """Values the inputs may hold (every array, object, string, number,
+    boolean and null): validating them costs time in proportion."""
+    max_input_chars: int = 1024 * 1024
+    """Characters of text (strings and keys) the inputs may hold: all that a
+    render request of the default 1 MiB can carry."""
 
     @property
     def max_value_chars(self) -> int:
@@ -104,11 +111,11 @@ class _Budget:
     # includes or large operators (which all read it) a template prints at
     # most its own text.
 
-    def __init__(self, limits: RenderLimits) -> None:
+    def __init__(self, limits: RenderLimits, deadline: float | None = None) -> None:
         self.limits = limits
         self.iterations = 0
         self.chars = 0
-        self.deadline = time.monotonic() + limits.max_seconds
+        self.deadline = time.monotonic() + limits.max_seconds if deadline is None else deadline
         self.max_iterations = limits.max_iterations
         self.max_chars = limits.max_work_chars
         self.modules: dict[Template, TemplateModule] = {}  # imported partials, for this render only
@@ -831,13 +838,17 @@ def render_messages(
     variables: Mapping[str, Any],
     *,
     limits: RenderLimits,
+    deadline: float | None = None,
 ) -> tuple[Message, ...]:
     """Render each role's template with ``variables``, in order.
 
+    ``deadline`` (a ``time.monotonic()`` value) is when the render must be
+    done: ``limits.max_seconds`` from now unless given, and given when the
+    clock started earlier (before the inputs were validated).
     Every failure is a ``RenderError`` naming the role; nothing foreign
     escapes, and no traceback or server path is in the message.
     """
-    token = _budget.set(_Budget(limits))
+    token = _budget.set(_Budget(limits, deadline))
     try:
         messages = []
         total = 0

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import registry.inputschema
+import registry.rendering
 from registry.definition import CompiledAgent, compile_definition, definition_digest
-from registry.errors import InvalidDefinition, InvalidInputs, RenderError
+from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, RegistryError, RenderError
 from registry.models import Issue, Message
 from registry.rendering import RenderLimits, TemplateEnvironment
 from registry.safeyaml import parse_yaml
@@ -503,3 +506,149 @@ def test_each_missing_required_input_is_reported_at_its_own_path() -> None:
         ("/age", "missing required input 'age'"),
         ("/name", "missing required input 'name'"),
     ]
+
+
+# --- the input budget: hostile bodies --------------------------------------------------------
+
+PASSAGES = """\
+name: Passages
+prompt_templates:
+  user: "{{ question }}{% for p in passages %} [{{ p.title }}] {{ p.text }}{% endfor %}"
+inputs:
+  type: object
+  required: [question, passages]
+  additionalProperties: false
+  properties:
+    question: {type: string}
+    passages:
+      type: array
+      items:
+        type: object
+        required: [title, text]
+        properties: {title: {type: string}, text: {type: string, maxLength: 8000}}
+"""
+UNCHECKED = 'name: Unchecked\nprompt_templates:\n  user: "{{ question }}"\n'  # no inputs schema
+VALUES_OVER = "inputs hold more than the limit of 10,000 values (each array, object, string, number, boolean or null)"
+DEPTH_OVER = "inputs are nested deeper than the limit of 48 levels"
+TEXT_OVER = "inputs hold more than the limit of 1,048,576 characters of text (strings and keys)"
+
+
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+# Each as large as a 1 MiB request body allows (the huge string, larger: a
+# local render has no body); before the budget the wide bodies cost 0.5-0.8 s
+# of jsonschema each, and the deep ones were accepted by agents without a schema.
+HOSTILE = {
+    "wide": (
+        {"question": "q", "passages": [{"title": "t", "text": "abcdefg"}] * 33_822 + [{"title": "t", "text": 1}]},
+        InvalidInputs,
+        f"/passages: {VALUES_OVER}",
+    ),
+    "huge-string": ({"question": "x" * 2_000_000, "passages": []}, PayloadTooLarge, TEXT_OVER),
+    "deep": ({"question": "q", "passages": _nested(900)}, InvalidInputs, f"/passages: {DEPTH_OVER}"),
+    "wide-and-deep": (
+        {"question": "q", "passages": [_nested(40)] * 13_000},
+        InvalidInputs,
+        f"/passages: {VALUES_OVER}",
+    ),
+}
+
+
+@pytest.mark.parametrize("definition", [PASSAGES, UNCHECKED], ids=["with-schema", "without-schema"])
+@pytest.mark.parametrize("body", HOSTILE, ids=list(HOSTILE))
+def test_hostile_inputs_are_refused_by_their_budget(definition: str, body: str) -> None:
+    inputs, error_class, detail = HOSTILE[body]
+    with pytest.raises(RegistryError) as info:
+        _compile(definition).render(inputs, limits=RenderLimits())
+    assert type(info.value) is error_class
+    assert info.value.slug == ("payload-too-large" if error_class is PayloadTooLarge else "invalid-inputs")
+    assert info.value.detail == detail
+    if error_class is InvalidInputs:
+        assert [(i.path, i.message) for i in info.value.errors] == [tuple(detail.split(": ", 1))]
+
+
+def test_one_huge_string_a_request_can_carry_is_refused_by_the_schema_in_a_few_words() -> None:
+    (issue,) = _input_issues(
+        _compile(PASSAGES), {"question": "q", "passages": [{"title": "t", "text": "x" * 1_000_000}]}
+    )
+    assert issue.path == "/passages/0/text" and issue.message.endswith("is too long") and len(issue.message) < 400
+
+
+def test_large_but_ordinary_inputs_render() -> None:
+    passages = [{"title": f"t{i}", "text": "a passage"} for i in range(3000)]  # 9,001 values
+    (message,) = _compile(PASSAGES).render({"question": "q", "passages": passages}, limits=RenderLimits()).messages
+    assert message.content.startswith("q [t0] a passage [t1]")
+
+
+def test_the_input_budget_comes_from_the_render_limits() -> None:
+    agent = _compile(PASSAGES)
+    inputs = {"question": "q", "passages": [{"title": "t", "text": "x"}]}  # 5 values, 28 characters
+    assert agent.render(inputs, limits=RenderLimits(max_input_values=5, max_input_chars=28)).messages
+    with pytest.raises(InvalidInputs, match="more than the limit of 4 values"):
+        agent.render(inputs, limits=RenderLimits(max_input_values=4))
+    with pytest.raises(PayloadTooLarge, match="more than the limit of 27 characters"):
+        agent.render(inputs, limits=RenderLimits(max_input_chars=27))
+
+
+class _Clock:
+    """A monotonic clock that advances ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 1000.0
+        self.step = step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock(step=0.01)
+    for module in (registry.inputschema, registry.rendering):
+        monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=fake.monotonic))
+    return fake
+
+
+COUNTED = """\
+name: Counted
+prompt_templates:
+  user: "{% for n in ns %}{{ n }},{% endfor %}"
+inputs:
+  type: object
+  properties:
+    ns: {type: array, items: {type: integer, multipleOf: 1}}
+"""
+
+
+def test_validating_and_rendering_share_one_clock(clock: _Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = _compile(COUNTED)
+    inputs = {"ns": list(range(20))}
+    limits = RenderLimits(max_seconds=2.0)
+    assert agent.render(inputs, limits=limits).messages[0].content.startswith("0,1,2,")
+    assert agent.inputs is not None
+    validate = agent.inputs.issues
+
+    def slow_validation(*args: Any, **kwargs: Any) -> Any:
+        issues = validate(*args, **kwargs)
+        clock.now += 1.5  # within 2 s, but the render's 20 loop steps then take the clock past them
+        return issues
+
+    monkeypatch.setattr(agent.inputs, "issues", slow_validation)
+    with pytest.raises(RenderError, match="longer than 2.0 seconds"):
+        agent.render(inputs, limits=limits)
+
+
+def test_validation_past_the_render_clock_is_an_input_problem(clock: _Clock) -> None:
+    agent = _compile(COUNTED)
+    assert agent.inputs is not None and not agent.inputs.has_fast_path  # multipleOf: jsonschema alone
+    with pytest.raises(InvalidInputs) as info:
+        agent.render({"ns": [*range(5000), "x"]}, limits=RenderLimits(max_seconds=1.0))
+    assert (
+        info.value.detail == "validating the inputs took longer than the limit of 1.0 seconds (shared with rendering)"
+    )

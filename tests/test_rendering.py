@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 from collections.abc import Mapping
 from functools import cache
@@ -485,6 +486,15 @@ def test_many_large_operations_without_a_loop_are_stopped_by_the_clock() -> None
     source = "{% set s = 'x' * 300000 %}" + "{% set y = s + s %}" * 3000
     error = _render_error(source, limits=RenderLimits(max_seconds=0.02))
     assert "longer than 0.02 seconds" in str(error)
+
+
+def test_a_render_keeps_to_a_deadline_set_before_it_started() -> None:
+    # The deadline of a render whose inputs were validated first: validating
+    # and rendering share one clock.
+    compiled = _compile("{% for i in range(3) %}{{ i }}{% endfor %}")
+    assert render_messages([("user", compiled)], {}, limits=RenderLimits()) == (Message(role="user", content="012"),)
+    with pytest.raises(RenderError, match="longer than 2.0 seconds"):
+        render_messages([("user", compiled)], {}, limits=RenderLimits(), deadline=time.monotonic() - 0.001)
 
 
 def test_nested_loops_over_a_large_input_list_are_refused() -> None:
