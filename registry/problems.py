@@ -36,6 +36,12 @@ _HTTP_PROBLEMS: dict[int, tuple[str, str]] = {
     431: ("invalid-request", "Invalid request"),
 }
 
+# Problems that pass on their own, with the seconds a client should wait
+# before asking again (``Retry-After``).
+_RETRY_AFTER_SECONDS: dict[str, int] = {
+    "not-ready": 5,
+}
+
 PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "invalid-request": "The request is malformed: a usecase, name or release with the wrong syntax, "
     "a body that is not a JSON object, an unknown field, or a query parameter the route does not take "
@@ -52,7 +58,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "method-not-allowed": "The route exists but not for this HTTP method.",
     "store-unavailable": "The registry cannot read its repository right now.",
     "unauthorized": "The request needs a valid secret or token.",
-    "not-ready": "The registry has not synced from its remote yet; it will answer once it has.",
+    "not-ready": "The registry has not synced from its remote yet; ask again after Retry-After seconds, "
+    "or another replica.",
     "internal-error": "An unexpected error; it has been logged.",
 }
 
@@ -87,13 +94,16 @@ def problem_response(
 def _registry_error(error: RegistryError) -> Response:
     if error.status >= 500:
         log.error("%s: %s", error.slug, error.detail, exc_info=error.__cause__ is not None)
+    headers = error.response_headers()
+    if error.slug in _RETRY_AFTER_SECONDS:
+        headers.setdefault("Retry-After", str(_RETRY_AFTER_SECONDS[error.slug]))
     return problem_response(
         error.slug,
         error.status,
         error.title,
         error.detail,
         extensions=error.problem_fields(),
-        headers=error.response_headers(),
+        headers=headers,
     )
 
 

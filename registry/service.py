@@ -13,6 +13,10 @@ With a remote and a Redis, replicas announce release changes to each other
 (``registry.events``): a worker that hears one fetches at once, and answers
 pointer requests only after that fetch (up to ``CATCH_UP_SECONDS``), so that
 no replica resolves a range to an outdated release once it has heard.
+
+With a remote, a replica has nothing to answer from before its first
+successful sync: every request that reads releases is answered ``NotReady``
+(``503 not-ready``) until then, never "no such release".
 """
 
 from __future__ import annotations
@@ -152,6 +156,8 @@ class RegistryService:
         self._catch_up_fetch = 0
         self._announced_etag: str | None = None
         self._heard_etag: str | None = None
+        # Once a sync has succeeded, the status file need not be read per request.
+        self._synced = syncer is None
         if syncer is not None:
             syncer.on_fetched = self._after_fetch
 
@@ -164,6 +170,10 @@ class RegistryService:
 
     def releases(self) -> ReleaseOverview:
         """Every release, newest first, and the channels."""
+        self._require_synced()
+        return self._overview()
+
+    def _overview(self) -> ReleaseOverview:
         return ReleaseOverview(self.store.releases(), self.store.channels())
 
     def releases_after(self, known_etag: str | None, *, wait: float) -> tuple[ReleaseOverview, bool]:
@@ -179,7 +189,7 @@ class RegistryService:
             deadline = time.monotonic() + wait
             while (remaining := deadline - time.monotonic()) > 0:
                 time.sleep(min(_LONG_POLL_CHECK_SECONDS, remaining))
-                overview = self.releases()
+                overview = self._overview()
                 if overview.etag != known_etag:
                     break
             return overview, True
@@ -190,6 +200,7 @@ class RegistryService:
         """The release a request names: ``None`` or ``latest``, an exact
         version, a range, or a ``@channel``."""
         selector = _parse_selector(release)
+        self._require_synced()
         if self._catch_up_fetch and not isinstance(selector, ExactSelector):
             self._catch_up()
         try:
@@ -361,7 +372,7 @@ class RegistryService:
             return
         if change.etag is not None:
             self._heard_etag = change.etag
-            if change.etag == self.releases().etag:
+            if change.etag == self._overview().etag:
                 return  # we already serve exactly that
         fetch = self.syncer.trigger()
         with self._lock:
@@ -371,13 +382,24 @@ class RegistryService:
         """After each fetch: announce a change this replica is the first to see."""
         if not succeeded or self.events is None:
             return
-        etag = self.releases().etag
+        etag = self._overview().etag
         previous, self._announced_etag = self._announced_etag, etag
         # A process's first fetch is no change to the fleet (every replica
         # starts that way), so it is not announced: a deploy would otherwise
         # make every worker of every replica fetch again.
         if previous is not None and etag != previous and etag != self._heard_etag:
             self.events.publish(etag)
+
+    def _require_synced(self) -> None:
+        """Before its first sync a replica has no releases to answer from: it
+        says that it is not ready, never that a release does not exist."""
+        if not self._has_synced():
+            raise NotReady("this replica has not synced from its remote yet; ask again shortly")
+
+    def _has_synced(self) -> bool:
+        if not self._synced and self.syncer is not None and self.syncer.status().synced:
+            self._synced = True
+        return self._synced
 
     def _catch_up(self) -> None:
         """Wait (boundedly) for the fetch a release announcement asked for."""

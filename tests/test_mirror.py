@@ -102,8 +102,11 @@ def test_an_unreachable_remote_is_not_ready_and_hides_its_credentials(
     body = response.get_json(force=True)
     assert body["type"] == "/problems/not-ready"
     assert body["sync"]["remote"] == f"http://***@127.0.0.1:{port}/prompts.git"
-    assert _tags(client) == []
-    everything = response.get_data(as_text=True) + " ".join(r.getMessage() for r in caplog.records)
+    releases = client.get("/v1/releases")
+    assert releases.status_code == 503 and releases.get_json(force=True)["type"] == "/problems/not-ready"
+    everything = " ".join(
+        [response.get_data(as_text=True), releases.get_data(as_text=True), *(r.getMessage() for r in caplog.records)]
+    )
     assert "s3cret-token" not in everything and "deploy:" not in everything
 
 
@@ -248,3 +251,35 @@ def test_a_replayed_notification_only_triggers_another_coalesced_fetch(
     time.sleep(0.5)
     assert _tags(client) == ["v1.2.0"]
     assert client.get("/readyz").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/releases"),
+        ("GET", "/v1/agents"),
+        ("GET", "/v1/agents/chat/minimal?release=^1"),
+        ("POST", "/v1/agents/chat/minimal/render"),
+        ("POST", "/v1/agents/chat/minimal/parse"),
+        ("GET", "/v1/diff?from=v1.2.0&to=latest"),
+        ("GET", "/v1/bundle"),
+    ],
+)
+def test_before_its_first_sync_a_replica_answers_not_ready_with_retry_after(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], tmp_path: Path, method: str, path: str
+) -> None:
+    later = tmp_path / "later.git"  # unreachable at first
+    app = make_mirror_app(later.as_uri())
+    client = app.test_client()
+    syncer = app.extensions["prompt_registry.service"].syncer
+    eventually(lambda: syncer.status().last_error is not None)
+    body = {"inputs": {"question": "Q"}} if path.endswith("/render") else {"output": "Final Answer: hi"}
+
+    response = client.open(path, method=method, json=body if method == "POST" else None)
+    assert response.status_code == 503
+    assert response.get_json(force=True)["type"] == "/problems/not-ready"
+    assert int(response.headers["Retry-After"]) > 0
+
+    upstream.bare.rename(later)  # the remote becomes reachable
+    assert syncer.sync_now()
+    assert client.open(path, method=method, json=body if method == "POST" else None).status_code == 200
