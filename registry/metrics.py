@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from registry.metricsdir import MULTIPROCESS_VARIABLE
+from registry.mirror import READINESS_STATES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -139,8 +140,9 @@ class SyncFacts(Collector):
     def __init__(self, status: Callable[[], Any]) -> None:
         self._status = status
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         status = self._status()
+        now = time.time()
         success = GaugeMetricFamily(
             "prompt_registry_sync_last_success_timestamp_seconds",
             "When the last successful fetch from the remote finished (0: never)",
@@ -149,12 +151,34 @@ class SyncFacts(Collector):
         age = GaugeMetricFamily(
             "prompt_registry_sync_age_seconds", "Seconds since the last successful fetch (-1: never)"
         )
-        age.add_metric([], time.time() - status.last_success if status.last_success else -1.0)
+        age.add_metric([], now - status.last_success if status.last_success else -1.0)
         failing = GaugeMetricFamily("prompt_registry_sync_failing", "1 when the latest fetch attempt failed")
         failing.add_metric([], 1.0 if status.last_error else 0.0)
+        failing_for = GaugeMetricFamily(
+            "prompt_registry_sync_failing_seconds",
+            "Seconds the fetches have been failing without a success since (0: they are not)",
+        )
+        failing_for.add_metric([], status.failing_for(now))
+        readiness = GaugeMetricFamily(
+            "prompt_registry_readiness",
+            "1 for the state /readyz reports: ready, not-synced (no successful fetch yet) or"
+            " sync-failing (fetches failing for longer than REGISTRY_SYNC_FAILING_LIMIT)",
+            labels=["state"],
+        )
+        current = status.state(now)
+        for state in READINESS_STATES:  # each reported, so that a query sees 0 too
+            readiness.add_metric([state], 1.0 if state == current else 0.0)
+        cleared = CounterMetricFamily(
+            "prompt_registry_sync_stale_locks_cleared",
+            "Lock files that a killed git left in the mirror, cleared before a fetch",
+        )
+        cleared.add_metric([], status.stale_locks_cleared)
         yield success
         yield age
         yield failing
+        yield failing_for
+        yield readiness
+        yield cleared
 
 
 def worker_exited(pid: int) -> None:

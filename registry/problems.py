@@ -58,8 +58,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "method-not-allowed": "The route exists but not for this HTTP method.",
     "store-unavailable": "The registry cannot read its repository right now.",
     "unauthorized": "The request needs a valid secret or token.",
-    "not-ready": "The registry has not synced from its remote yet; ask again after Retry-After seconds, "
-    "or another replica.",
+    "not-ready": "The registry has not synced from its remote yet, or (on /readyz) its fetches have failed "
+    "for too long; ask again after Retry-After seconds, or another replica.",
     "internal-error": "An unexpected error; it has been logged.",
 }
 

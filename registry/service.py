@@ -9,14 +9,18 @@ to invalidate, only bounds. What a range, ``latest`` or a channel resolves to
 is a pointer: it is cached next to the release index it was worked out from,
 and a new index (a tag pushed, fetched, moved) replaces it.
 
+With a remote, a replica has nothing to answer from before its first
+successful sync: every request that reads releases is answered ``NotReady``
+(``503 not-ready``) until then, never "no such release". And ``readiness``
+turns ``NotReady`` again once fetches have failed for longer than the
+syncer's ``failing_limit``, while requests go on being answered from what was
+fetched.
+
 With a remote and a Redis, replicas announce release changes to each other
 (``registry.events``): a worker that hears one fetches at once, and answers
 pointer requests only after that fetch (up to ``CATCH_UP_SECONDS``), so that
-no replica resolves a range to an outdated release once it has heard.
-
-With a remote, a replica has nothing to answer from before its first
-successful sync: every request that reads releases is answered ``NotReady``
-(``503 not-ready``) until then, never "no such release".
+no replica resolves a range to an outdated release once it has heard. A fetch
+that failed is announced too when it changed what the replica serves.
 """
 
 from __future__ import annotations
@@ -45,11 +49,12 @@ from registry.errors import (
     NotReady,
     ReleaseNotFound,
     RenderError,
+    StoreError,
 )
 from registry.events import ReleaseChange, ReleaseEvents
 from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
 from registry.metrics import Metrics
-from registry.mirror import Syncer
+from registry.mirror import NOT_SYNCED, SYNC_FAILING, Syncer, SyncStatus
 from registry.models import AgentSummary, Prompt, Release, Resolution
 from registry.releases import ChannelSelector, ExactSelector, ReleaseIndex, Selector, parse_selector
 from registry.rendering import RenderLimits
@@ -158,6 +163,7 @@ class RegistryService:
         self._heard_etag: str | None = None
         # Once a sync has succeeded, the status file need not be read per request.
         self._synced = syncer is None
+        self._reported_failing_since: float | None = None
         if syncer is not None:
             syncer.on_fetched = self._after_fetch
 
@@ -315,7 +321,8 @@ class RegistryService:
         )
 
     def readiness(self) -> dict[str, Any]:
-        """What ``/readyz`` reports; ``NotReady`` before the first successful sync."""
+        """What ``/readyz`` reports; ``NotReady`` before the first successful
+        sync, and once fetches have failed for longer than the syncer allows."""
         moved = [
             {"tag": r.tag, "serving": r.commit, "moved_to": r.moved_to}
             for r in self.store.releases().releases
@@ -324,15 +331,32 @@ class RegistryService:
         if self.syncer is None:
             return {"status": "ready", "moved_tags": moved}
         status = self.syncer.status()
+        now = time.time()
         sync = {
             "remote": status.remote,
             "last_success": _timestamp(status.last_success),
             "last_attempt": _timestamp(status.last_attempt),
             "last_error": status.last_error,
+            "failing_since": _timestamp(status.failing_since),
         }
-        if not status.synced:
+        state = status.state(now)
+        if state == NOT_SYNCED:
             raise NotReady("no successful sync from the remote yet", sync=sync)
+        if state == SYNC_FAILING:
+            detail = (
+                f"fetches from the remote have failed for {status.failing_for(now):.0f} s, longer than the"
+                f" {status.failing_limit:g} s allowed; still answering from what was fetched before"
+            )
+            self._report_failing(status, detail)
+            raise NotReady(detail, sync=sync)
         return {"status": "ready", "sync": sync, "moved_tags": moved}
+
+    def _report_failing(self, status: SyncStatus, detail: str) -> None:
+        """Log, once per run of failures, that this replica is not ready because of them."""
+        if self._reported_failing_since == status.failing_since:
+            return
+        self._reported_failing_since = status.failing_since
+        log.error("not ready: %s (the latest error: %s)", detail, status.last_error)
 
     def cache_status(self) -> dict[str, Any]:
         """What ``GET /v1/admin/cache`` reports: the tiers of this worker."""
@@ -379,10 +403,19 @@ class RegistryService:
             self._catch_up_fetch = max(self._catch_up_fetch, fetch)
 
     def _after_fetch(self, succeeded: bool) -> None:
-        """After each fetch: announce a change this replica is the first to see."""
-        if not succeeded or self.events is None:
+        """After each fetch: announce a change this replica is the first to see.
+
+        A failed fetch is looked at too: one that moved refs before it failed
+        (the remote's default branch is read after them) changed what this
+        replica serves, and the others must hear of it like any change.
+        """
+        if self.events is None or (not succeeded and self._announced_etag is None):
             return
-        etag = self._overview().etag
+        try:
+            etag = self._overview().etag
+        except StoreError as exc:
+            log.warning("cannot read the releases after a fetch, so announcing nothing: %s", exc.detail)
+            return
         previous, self._announced_etag = self._announced_etag, etag
         # A process's first fetch is no change to the fleet (every replica
         # starts that way), so it is not announced: a deploy would otherwise

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
+import os
 import socket
 import threading
 import time
@@ -251,6 +253,130 @@ def test_a_replayed_notification_only_triggers_another_coalesced_fetch(
     time.sleep(0.5)
     assert _tags(client) == ["v1.2.0"]
     assert client.get("/readyz").status_code == 200
+
+
+def _mirror_dir(app: Flask) -> Path:
+    return Path(app.extensions["prompt_registry.service"].syncer.mirror.directory)
+
+
+def _age(paths: list[Path], seconds: float) -> None:
+    """Date files back, as if they had been left there ``seconds`` ago."""
+    then = time.time() - seconds
+    for path in paths:
+        os.utime(path, (then, then))
+
+
+def _install_hook(mirror: Path, script: str) -> Path:
+    """A reference-transaction hook in the mirror: git runs it while it moves refs."""
+    hook = mirror / "hooks" / "reference-transaction"
+    hook.write_text("#!/bin/sh\n" + script, encoding="utf-8")
+    hook.chmod(0o755)
+    return hook
+
+
+# Killed as a timeout or the OOM killer would kill it: after it has locked the
+# refs it is about to move (v1.4.0 among them), before it moves any of them.
+_KILL_GIT_WHILE_MOVING_V140 = """\
+[ "$1" = prepared ] || exit 0
+if grep -q refs/tags/v1.4.0; then kill -9 "$PPID"; fi
+"""
+
+
+def test_a_stale_ref_lock_is_cleared_and_every_pushed_tag_is_fetched(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_mirror_app(upstream.url)
+    client = app.test_client()
+    eventually(lambda: _ready(client))
+    mirror = _mirror_dir(app)
+    # What a git killed while updating refs leaves behind.
+    lock = mirror / "refs" / "tags" / "v1.3.0.lock"
+    lock.write_text("0" * 40 + "\n", encoding="utf-8")
+    _age([lock], 3600)
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+    upstream.publish("v1.4.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "calm")})
+    caplog.set_level(logging.INFO, logger="registry.mirror")
+
+    assert app.extensions["prompt_registry.service"].syncer.sync_now()
+    assert _tags(client) == ["v1.4.0", "v1.3.0", "v1.2.0"]
+    assert client.get("/v1/agents/chat/minimal?release=v1.3.0").status_code == 200
+    assert not lock.exists()
+    assert client.get("/readyz").get_json()["sync"]["last_error"] is None
+    assert any("refs/tags/v1.3.0.lock" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert "prompt_registry_sync_stale_locks_cleared_total 1.0" in metrics
+
+
+def test_a_fresh_lock_is_left_alone_and_the_failed_fetch_changes_nothing_served(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask]
+) -> None:
+    app = make_mirror_app(upstream.url)
+    client = app.test_client()
+    eventually(lambda: _ready(client))
+    lock = _mirror_dir(app) / "refs" / "tags" / "v1.3.0.lock"
+    lock.write_text("0" * 40 + "\n", encoding="utf-8")  # as if a git were writing it right now
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+    upstream.publish("v1.4.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "calm")})
+
+    assert not app.extensions["prompt_registry.service"].syncer.sync_now()
+    assert lock.exists()
+    # All or nothing: not v1.4.0 without v1.3.0.
+    assert _tags(client) == ["v1.2.0"]
+    assert client.get("/v1/agents/chat/minimal?release=^1").headers["X-Registry-Release"] == "v1.2.0"
+
+
+def test_a_fetch_killed_while_moving_refs_changes_nothing_and_the_next_sync_heals(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask]
+) -> None:
+    app = make_mirror_app(upstream.url)
+    client = app.test_client()
+    eventually(lambda: _ready(client))
+    syncer = app.extensions["prompt_registry.service"].syncer
+    mirror = _mirror_dir(app)
+    hook = _install_hook(mirror, _KILL_GIT_WHILE_MOVING_V140)
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+    upstream.publish("v1.4.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "calm")})
+
+    assert not syncer.sync_now()
+    assert _tags(client) == ["v1.2.0"]
+    assert client.get("/v1/agents/chat/minimal?release=^1").headers["X-Registry-Release"] == "v1.2.0"
+    left = list(mirror.rglob("*.lock"))
+    assert any(lock.name == "v1.4.0.lock" for lock in left), "the killed git left its ref locks"
+
+    hook.unlink()
+    _age(left, 3600)  # the next sync, long after
+    assert syncer.sync_now()
+    assert _tags(client) == ["v1.4.0", "v1.3.0", "v1.2.0"]
+    assert not list(mirror.rglob("*.lock"))
+
+
+def test_readyz_is_not_ready_once_syncs_have_failed_for_longer_than_the_limit(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_mirror_app(upstream.url)
+    client = app.test_client()
+    eventually(lambda: _ready(client))
+    syncer = app.extensions["prompt_registry.service"].syncer
+    syncer.failing_limit = 1.0
+    upstream.bare.rename(tmp_path / "gone.git")
+    assert not syncer.sync_now()
+    assert client.get("/readyz").status_code == 200  # one failure is not yet a reason
+
+    eventually(lambda: client.get("/readyz").status_code == 503, seconds=10)
+    body = client.get("/readyz").get_json(force=True)
+    assert body["type"] == "/problems/not-ready"
+    assert "failed for" in body["detail"] and body["sync"]["failing_since"] is not None
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'prompt_registry_readiness{state="sync-failing"} 1.0' in metrics
+    assert 'prompt_registry_readiness{state="ready"} 0.0' in metrics
+    assert any("failed for" in r.getMessage() for r in caplog.records if r.name == "registry.service")
+    # What was fetched is still served to whoever asks.
+    assert client.get("/v1/agents/chat/minimal").status_code == 200
+
+    (tmp_path / "gone.git").rename(upstream.bare)
+    assert syncer.sync_now()
+    assert client.get("/readyz").status_code == 200
+    assert 'prompt_registry_readiness{state="ready"} 1.0' in client.get("/metrics").get_data(as_text=True)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -101,3 +102,18 @@ def test_garbage_on_the_channel_is_ignored(replicas: tuple[Flask, Flask], redis_
             direct.publish("prompt-registry:events", message)
     time.sleep(0.3)
     assert _ready(second) and _release(second.test_client(), "^1") == "v1.2.0"
+
+
+def test_a_fetch_that_fails_after_moving_refs_is_announced(replicas: tuple[Flask, Flask], upstream: Upstream) -> None:
+    first, second = replicas
+    mirror = Path(first.extensions["prompt_registry.service"].syncer.mirror.directory)
+    hook = mirror / "hooks" / "reference-transaction"
+    # git is killed right after it moved the refs: the fetch fails, but what
+    # the replica serves has changed.
+    hook.write_text('#!/bin/sh\n[ "$1" = committed ] && kill -9 "$PPID"\nexit 0\n', encoding="utf-8")
+    hook.chmod(0o755)
+    upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
+
+    assert not first.extensions["prompt_registry.service"].syncer.sync_now()
+    assert _release(first.test_client(), "^1") == "v1.3.0"
+    eventually(lambda: _release(second.test_client(), "^1") == "v1.3.0", seconds=5)
