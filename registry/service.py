@@ -20,7 +20,9 @@ With a remote and a Redis, replicas announce release changes to each other
 (``registry.events``): a worker that hears one fetches at once, and answers
 pointer requests only after that fetch (up to ``CATCH_UP_SECONDS``), so that
 no replica resolves a range to an outdated release once it has heard. A fetch
-that failed is announced too when it changed what the replica serves.
+that failed is announced too when it changed what the replica serves. A
+worker that reconnects to Redis states its releases; one whose differ
+fetches, and answers with its own if they still differ.
 """
 
 from __future__ import annotations
@@ -161,6 +163,9 @@ class RegistryService:
         self._catch_up_fetch = 0
         self._announced_etag: str | None = None
         self._heard_etag: str | None = None
+        # The state a reconnected replica stated, to answer after our fetch
+        # if ours still differs.
+        self._answer_etag: str | None = None
         # Once a sync has succeeded, the status file need not be read per request.
         self._synced = syncer is None
         self._reported_failing_since: float | None = None
@@ -170,7 +175,7 @@ class RegistryService:
     def start(self) -> None:
         """Start the background work: fetching from the remote, hearing other replicas."""
         if self.events is not None:
-            self.events.start(self.hear_release_change)
+            self.events.start(self.hear_release_change, state=self._current_etag)
         if self.syncer is not None:
             self.syncer.start()
 
@@ -389,21 +394,24 @@ class RegistryService:
         self.store.close()
 
     def hear_release_change(self, change: ReleaseChange) -> None:
-        """Another replica announced a release change (or our subscription
-        came back and may have missed one): fetch now, and hold pointer
-        requests until that fetch is done."""
+        """Another replica announced a release change, or stated its releases
+        on reconnecting to Redis: unless we serve exactly that, fetch now, and
+        hold pointer requests until that fetch is done."""
         if self.syncer is None:
             return
         if change.etag is not None:
             self._heard_etag = change.etag
             if change.etag == self._overview().etag:
                 return  # we already serve exactly that
+        if change.reconnected:
+            self._answer_etag = change.etag
         fetch = self.syncer.trigger()
         with self._lock:
             self._catch_up_fetch = max(self._catch_up_fetch, fetch)
 
     def _after_fetch(self, succeeded: bool) -> None:
-        """After each fetch: announce a change this replica is the first to see.
+        """After each fetch: announce a change this replica is the first to
+        see, or answer a replica that stated different releases.
 
         A failed fetch is looked at too: one that moved refs before it failed
         (the remote's default branch is read after them) changed what this
@@ -417,11 +425,23 @@ class RegistryService:
             log.warning("cannot read the releases after a fetch, so announcing nothing: %s", exc.detail)
             return
         previous, self._announced_etag = self._announced_etag, etag
+        answer, self._answer_etag = self._answer_etag, None
         # A process's first fetch is no change to the fleet (every replica
         # starts that way), so it is not announced: a deploy would otherwise
         # make every worker of every replica fetch again.
-        if previous is not None and etag != previous and etag != self._heard_etag:
+        changed = previous is not None and etag != previous and etag != self._heard_etag
+        if changed or (answer is not None and etag != answer):
             self.events.publish(etag)
+
+    def _current_etag(self) -> str | None:
+        """This replica's releases, for a reconnected subscriber to state;
+        None before the first sync, when it has none to state."""
+        if not self._has_synced():
+            return None
+        try:
+            return self._overview().etag
+        except StoreError:
+            return None
 
     def _require_synced(self) -> None:
         """Before its first sync a replica has no releases to answer from: it

@@ -104,6 +104,13 @@ def test_garbage_on_the_channel_is_ignored(replicas: tuple[Flask, Flask], redis_
     assert _ready(second) and _release(second.test_client(), "^1") == "v1.2.0"
 
 
+def _subscribe_errors(app: Flask) -> float:
+    metrics = app.extensions["prompt_registry.service"].metrics
+    return float(
+        metrics.registry.get_sample_value("prompt_registry_redis_errors_total", {"operation": "subscribe"}) or 0
+    )
+
+
 def test_a_fetch_that_fails_after_moving_refs_is_announced(replicas: tuple[Flask, Flask], upstream: Upstream) -> None:
     first, second = replicas
     mirror = Path(first.extensions["prompt_registry.service"].syncer.mirror.directory)
@@ -117,3 +124,38 @@ def test_a_fetch_that_fails_after_moving_refs_is_announced(replicas: tuple[Flask
     assert not first.extensions["prompt_registry.service"].syncer.sync_now()
     assert _release(first.test_client(), "^1") == "v1.3.0"
     eventually(lambda: _release(second.test_client(), "^1") == "v1.3.0", seconds=5)
+
+
+def test_after_a_redis_outage_every_replica_converges_at_once(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], own_redis: RedisServer
+) -> None:
+    first = make_mirror_app(upstream.url, redis_url=own_redis.url)
+    second = make_mirror_app(upstream.url, redis_url=own_redis.url)
+    eventually(lambda: _ready(first) and _ready(second))
+    b = second.test_client()
+    own_redis.stop()
+    upstream.publish("v1.4.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "calm")})
+    first.extensions["prompt_registry.service"].syncer.sync_now()  # its announcement is lost
+    assert _release(b, "^1") == "v1.2.0"
+    # Long enough down that a subscriber backing off would wait seconds more.
+    eventually(lambda: _subscribe_errors(second) >= 5, seconds=10)
+
+    own_redis.start()
+    eventually(lambda: _release(b, "^1") == "v1.4.0", seconds=2)
+    assert _release(first.test_client(), "^1") == "v1.4.0"
+
+
+def test_replicas_that_agree_do_not_fetch_after_a_redis_restart(
+    upstream: Upstream, make_mirror_app: Callable[..., Flask], own_redis: RedisServer
+) -> None:
+    first = make_mirror_app(upstream.url, redis_url=own_redis.url)
+    second = make_mirror_app(upstream.url, redis_url=own_redis.url)
+    eventually(lambda: _ready(first) and _ready(second))
+    syncers = [app.extensions["prompt_registry.service"].syncer for app in (first, second)]
+    fetches = [syncer.fetches for syncer in syncers]
+    own_redis.kill()
+    eventually(lambda: not first.extensions["prompt_registry.service"].events.subscribed.is_set())
+    own_redis.start()
+    eventually(lambda: _ready(first) and _ready(second), seconds=10)
+    time.sleep(0.5)  # time for any needless fetch to start
+    assert [syncer.fetches for syncer in syncers] == fetches
