@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry.definition import SCHEMA_FILE, CompiledAgent
-from registry.diff import LibraryDiff, classify, diff_catalogs, diff_lines, paint, required_bump
-from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound
+from registry.diff import LibraryDiff, classify, diff_catalogs, diff_lines, required_bump
+from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
-from registry.models import Issue, Release, plural
+from registry.models import Issue, Release, location, plural
 from registry.parsers import ParseError
 from registry.releases import WORKTREE_TAG, ReleaseIndex, parse_version
 from registry.safeyaml import YamlError, YamlLimits, parse_yaml
-from registry.settings import Settings
+from registry.settings import DEFAULT_ROOT, Settings
+from registry.terminal import paint
 
 if TYPE_CHECKING:
     from registry.service import RegistryService
@@ -57,24 +58,32 @@ inputs:
 
 
 def scaffold(agent: str, path: str, *, root: str | None) -> int:
-    """Write ``<root>/<usecase>/<name>.yml``; refuse to overwrite."""
+    """Write ``<root>/<usecase>/<name>.yml``, creating the agents root of a
+    new library; refuse to overwrite."""
     usecase, name = split_agent(agent)
     base = Path(path)
-    agents_root = find_agents_root(base, root) if root or (base / "ai_gateway").exists() else "ai_gateway/agents"
+    agents_root = (root or DEFAULT_ROOT).strip("/")
     target = base / agents_root / usecase / f"{name}{DEFINITION_SUFFIX}"
     if target.exists():
         raise ConfigurationError(f"{target} already exists")
-    schema = base / LIBRARY_SCHEMA
-    if not schema.exists():
-        schema.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(SCHEMA_FILE, schema)
-        print(f"wrote {schema} (the definition format's JSON Schema, for editors)")
+    # The schema goes beside the library's ai_gateway/, which may sit in a
+    # subdirectory of the repository (prompts/ai_gateway/agents).
+    library = base / agents_root.removesuffix(DEFAULT_ROOT) if agents_root.endswith(DEFAULT_ROOT) else base
+    schema = library / LIBRARY_SCHEMA
     relative_schema = os.path.relpath(schema, target.parent).replace(os.sep, "/")
     title = f"{usecase.replace('_', ' ').capitalize()}: {name.replace('_', ' ')}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(
-        _TEMPLATE.format(schema=relative_schema, usecase=usecase, name=name, title=json.dumps(title)), encoding="utf-8"
-    )
+    try:
+        if not schema.exists():
+            schema.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(SCHEMA_FILE, schema)
+            print(f"wrote {schema} (the definition format's JSON Schema, for editors)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(
+            _TEMPLATE.format(schema=relative_schema, usecase=usecase, name=name, title=json.dumps(title)),
+            encoding="utf-8",
+        )
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write {exc.filename or target}: {exc.strerror or exc}") from exc
     print(f"wrote {target}")
     return 0
 
@@ -145,7 +154,7 @@ def render_command(
             if not isinstance(inputs, CommandLineInputs) or not inputs.read_as_json:
                 raise
             issues = _with_quoting_hints(exc.errors, found.agent.compiled, plain, inputs.read_as_json)
-            raise InvalidInputs(exc.detail, issues) from exc
+            raise InvalidInputs(summarize(issues), issues, agent=exc.agent, release=exc.release) from exc
     finally:
         service.close()
     if as_json:
@@ -223,6 +232,9 @@ def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, R
     """A side of a comparison: ``worktree`` (the checkout's files), a release
     (version, range, channel, latest), or a branch, tag or commit."""
     if ref == WORKTREE_TAG:
+        # A bare repository, or a wrong --root, has no files to compare: say
+        # so rather than report every agent removed.
+        find_agents_root(Path(path), service.store.root)
         catalog = open_worktree_catalog(Path(path), service.store.root, YamlLimits())
         return Release(tag=WORKTREE_TAG, version=None, commit=catalog.commit), catalog
     try:
@@ -300,6 +312,8 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
         failures = _immutability_failures(service, index, next_version, current, current_catalog)
     finally:
         service.close()
+    if not current_catalog.agent_names():
+        failures.append(f"{current.tag} has no definitions under {settings.root}/: is that the agents root (--root)?")
     needed, reasons = classify(diff)
     if previous is None:
         print(f"{next_version}: the first release; every agent is added")
@@ -316,7 +330,7 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
         print("invalid definitions (run prompt-registry lint):")
         for file, issues in diff.invalid.items():
             for issue in issues:
-                where = ":".join(str(p) for p in (issue.file or file, issue.line, issue.column) if p is not None)
+                where = location(issue.file or file, issue.line, issue.column)
                 print(f"  {where}: {issue.message}")
         count = len(diff.invalid)
         failures.append(

@@ -21,28 +21,32 @@ by SIGPIPE.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from registry import authoring
 from registry.bundle import Bundle
+from registry.checkout import Library, configured_root, existing_directory, find_library
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
 from registry.examples import GOLDEN_SUFFIX, report_text, run_examples
-from registry.lint import DEFAULT_ROOT, find_agents_root, lint
+from registry.lint import find_agents_root, lint
 from registry.lintformat import FORMATS, render_report
 from registry.metricsdir import prepare_metrics_directory
 from registry.mirror import redact
-from registry.models import plural
-from registry.settings import Settings
+from registry.models import location, plural
+from registry.settings import DEFAULT_ROOT, Settings
+from registry.terminal import use_colour
 
 if TYPE_CHECKING:
     from registry.service import RegistryService
@@ -149,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("path", nargs="?", help="the library (the same as --repo PATH)")
     lint.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
-    lint.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+    lint.add_argument("--root", help=f"agents root inside the library (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
     lint.add_argument("--format", choices=FORMATS, default="text", help="text (default), json, junit or codequality")
     lint.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
 
@@ -162,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("agent", metavar="USECASE/NAME")
     new.add_argument("path", nargs="?", help="the library (the same as --repo PATH)")
     new.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
-    new.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+    new.add_argument("--root", help=f"agents root inside the library (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
 
     test = commands.add_parser(
         "test",
@@ -172,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     test.add_argument("path", nargs="?", help="the library (the same as --repo PATH)")
     test.add_argument("--repo", metavar="PATH", help=LIBRARY_HELP)
-    test.add_argument("--root", help=f"agents root inside PATH (default {DEFAULT_ROOT})")
+    test.add_argument("--root", help=f"agents root inside the library (default {DEFAULT_ROOT}) [REGISTRY_ROOT]")
     test.add_argument("--update", action="store_true", help="write golden files that are missing or differ")
 
     diff = commands.add_parser(
@@ -218,7 +222,7 @@ def _parser() -> argparse.ArgumentParser:
     reply = parse.add_mutually_exclusive_group(required=True)
     reply.add_argument("--reply-file", metavar="FILE", help="the model's reply ('-' for stdin)")
     # The first name of --reply-file, kept so that existing scripts work.
-    reply.add_argument("--output-file", dest="reply_file", metavar="FILE", help=argparse.SUPPRESS)
+    reply.add_argument("--output-file", dest="deprecated_reply_file", metavar="FILE", help=argparse.SUPPRESS)
     _add_source_options(parse)
     parse.add_argument("--release", help="version, range or channel (default: the working tree)")
 
@@ -239,33 +243,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def find_library(explicit: str | None = None) -> str | None:
-    """The library a command reads: ``explicit`` (``--repo``), else
-    ``REGISTRY_REPO``, else the top of the git checkout holding the current
-    directory; None when there is none of these."""
-    if explicit:
-        return explicit
-    configured = os.environ.get("REGISTRY_REPO", "").strip()
-    if configured:
-        return configured
-    here = Path.cwd()
-    for directory in (here, *here.parents):
-        if (directory / ".git").exists():
-            return str(directory)
-    return None
-
-
-def _required_library(explicit: str | None) -> str:
-    library = find_library(explicit)
+def _required_library(explicit: str | None, root: str | None) -> Library:
+    library = find_library(explicit, root=root)
     if library is None:
         raise ConfigurationError(_NOT_IN_A_LIBRARY.format(cwd=Path.cwd()))
     return library
 
 
-def _files_library(args: argparse.Namespace) -> str:
+def _files_library(args: argparse.Namespace) -> Library:
     """The library of a command that reads files, not releases: the
-    current directory too when it is in no checkout."""
-    return args.path or find_library(args.repo) or "."
+    current directory too when it is in no repository."""
+    root = configured_root(args.root)
+    if args.path:
+        return Library(existing_directory(args.path, "PATH"), root)
+    return find_library(args.repo, root=root) or Library(".", root)
 
 
 def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = True, **extra: Any) -> Settings:
@@ -273,17 +264,22 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
     library (``release``) or its files."""
     data_dir = args.data_dir
     if (args.remote or os.environ.get("REGISTRY_REMOTE")) and not (data_dir or os.environ.get("REGISTRY_DATA_DIR")):
-        data_dir = tempfile.mkdtemp(prefix="prompt-registry-")
+        data_dir = stack.enter_context(_temporary_directory("prompt-registry-mirror-"))
         logging.getLogger("registry").warning(
-            "no --data-dir: mirroring into %s, and tag memory will not survive a restart", data_dir
+            "no --data-dir: mirroring into %s (removed at exit), and tag memory will not survive a restart", data_dir
         )
     repo, worktree, remote = args.repo, args.worktree, args.remote
+    root = configured_root(args.root)
+    if repo is not None:
+        repo = _required_library(repo, root).path  # refuses an empty or missing path, naming --repo
     chosen = any((repo, worktree, remote)) or any(
         os.environ.get(variable, "").strip() for variable in ("REGISTRY_WORKTREE", "REGISTRY_REMOTE")
     )
-    found = None if chosen or args.example else find_library()
+    found = None if chosen or args.example else find_library(root=root)
     if args.example or (found is None and not chosen and args.command == "serve"):
-        repo = stack.enter_context(_example_repository())
+        # Every other setting is checked before the example is built.
+        Settings.from_env(repo="", worktree="", remote="", root=root, channels_file=args.channels_file, **extra)
+        repo = _example_repository(stack)
         if args.command == "serve":
             logging.getLogger("registry").info(
                 "serving the bundled example library%s: a temporary git repository at %s, tagged v1.0.0 and v1.1.0",
@@ -293,7 +289,7 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
     elif not chosen:
         if found is None and release:
             raise ConfigurationError(_NOT_IN_A_LIBRARY.format(cwd=Path.cwd()))
-        repo = found or "."
+        repo, root = (found.path, found.root) if found else (".", root)
     if not release and repo:
         repo, worktree = None, repo
     # A source given on the command line replaces the other ones' environment
@@ -302,31 +298,36 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
         repo=repo or ("" if worktree or remote else None),
         worktree=worktree or ("" if repo or remote else None),
         remote=remote or ("" if repo or worktree else None),
-        root=args.root,
+        root=root,
         channels_file=args.channels_file,
         data_dir=data_dir,
         **extra,
     )
     if not release and settings.worktree:
         # Says so the way lint does, rather than "agent does not exist".
-        find_agents_root(Path(settings.worktree), None if settings.root == DEFAULT_ROOT else settings.root)
+        find_agents_root(Path(settings.worktree), settings.root)
     return settings
 
 
 @contextmanager
-def _example_repository() -> Iterator[str]:
-    """The example repository, in a temporary directory removed afterwards."""
-    from registry.example import build_example_repository
-
-    directory = tempfile.mkdtemp(prefix="prompt-registry-example-")
+def _temporary_directory(prefix: str) -> Iterator[str]:
+    """A temporary directory, removed when the command ends."""
+    directory = tempfile.mkdtemp(prefix=prefix)
     owner = os.getpid()
     try:
-        yield str(build_example_repository(Path(directory)))
+        yield directory
     finally:
         # gunicorn's workers are forks of this process that unwind this block
         # too when they exit: only the process that made it removes it.
         if os.getpid() == owner:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _example_repository(stack: ExitStack) -> str:
+    """The example repository, in a temporary directory removed afterwards."""
+    from registry.example import build_example_repository
+
+    return str(build_example_repository(Path(stack.enter_context(_temporary_directory("prompt-registry-example-")))))
 
 
 def _serve(settings: Settings) -> int:
@@ -336,6 +337,7 @@ def _serve(settings: Settings) -> int:
     from registry.app import build_service
     from registry.server import RegistryServer
 
+    _check_port_is_free(settings.host, settings.port)
     # Open the store once before forking, so that a wrong path fails here
     # with a clear message rather than in every worker (and a new mirror is
     # created once, not raced by the workers).
@@ -354,6 +356,20 @@ def _serve(settings: Settings) -> int:
     )
     RegistryServer(settings).run()
     return 0
+
+
+def _check_port_is_free(host: str, port: int) -> None:
+    """Refuse a port in use now, in one line, rather than let gunicorn retry
+    for seconds and exit 1. (Port 0 is always free.)"""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            probe.bind((host.strip("[]"), port))
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (--port 0 picks a free port)"
+        ) from exc
 
 
 def _releases(service: RegistryService, *, as_json: bool) -> int:
@@ -395,22 +411,20 @@ def _resolve(service: RegistryService, release: str, *, as_json: bool) -> int:
     return 0
 
 
-def use_colour(stream: TextIO) -> bool:
-    """ANSI colour on a terminal, unless NO_COLOR is set and not empty
-    (https://no-color.org)."""
-    return stream.isatty() and not os.environ.get("NO_COLOR")
-
-
 def _lint(args: argparse.Namespace) -> int:
     progress = _progress if sys.stderr.isatty() else None
-    report = lint(_files_library(args), root=args.root, progress=progress)
+    library = _files_library(args)
+    report = lint(library.path, root=library.root, progress=progress)
     if progress is not None:
         print("\r\033[K", end="", file=sys.stderr)
     colour = args.output is None and use_colour(sys.stdout)
     text = render_report(report, args.format, colour=colour)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise ConfigurationError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
         print(render_report(report, "text").splitlines()[-1])
     else:
         sys.stdout.write(text)
@@ -444,16 +458,21 @@ def _write_bundle(data: bytes, output: str) -> int:
     verified = bundle.verify_all()  # what a client would check, before anyone ships it
     # Written beside the target and renamed: a reader never sees half a bundle.
     directory = os.path.dirname(os.path.abspath(output))
+    temporary = None
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".bundle-", delete=False) as handle:
+            temporary = handle.name
             handle.write(data)
         # A temporary file is private (0600); the bundle gets the mode any
         # new file of this process would get.
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(handle.name, 0o666 & ~umask)
-        os.replace(handle.name, output)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, output)
     except OSError as exc:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
         raise ConfigurationError(f"cannot write {output}: {exc.strerror or exc}") from exc
     release = bundle.release
     invalid = len(bundle.agent_names()) - verified
@@ -476,6 +495,11 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prompt-registry`` console script."""
+    for name in ("stdin", "stdout", "stderr"):
+        if getattr(sys, name) is None:
+            # Started with that descriptor closed (`>&-`): reading finds
+            # nothing and writing goes nowhere, as the caller asked.
+            setattr(sys, name, open(os.devnull, "r" if name == "stdin" else "w"))
     try:
         try:
             args = _parser().parse_args(argv)
@@ -497,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         issues = getattr(exc, "errors", [])
         # The message names the first problem already; the list is for the rest.
         for issue in issues if len(issues) > 1 else []:
-            where = ":".join(str(p) for p in (issue.file, issue.line, issue.column) if p is not None)
+            where = location(issue.file, issue.line, issue.column)
             print(f"  {where + ': ' if where else ''}{issue.path or '/'}: {issue.message}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -506,6 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _OUTPUT_CLOSED
+    except OSError as exc:  # the machine said no: a full disk, a read-only directory, ...
+        print(f"prompt-registry: {f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("prompt-registry: interrupted", file=sys.stderr)
         return _INTERRUPTED
@@ -534,27 +561,34 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     if args.command == "lint":
         return _lint(args)
     if args.command == "test":
-        report = run_examples(_files_library(args), root=args.root, update=args.update)
+        library = _files_library(args)
+        report = run_examples(library.path, root=library.root, update=args.update)
         sys.stdout.write(report_text(report, colour=use_colour(sys.stdout)))
         return 1 if report.failed else 0
     if args.command in ("diff", "check-release"):
-        library = _required_library(args.repo)
-        settings = Settings.from_env(repo=library, worktree="", remote="", root=args.root)
+        library = _required_library(args.repo, configured_root(args.root))
+        settings = Settings.from_env(repo=library.path, worktree="", remote="", root=library.root)
         if args.command == "diff":
             return authoring.diff_command(
-                library,
+                library.path,
                 settings,
                 args.source,
                 args.target,
                 as_json=args.format == "json",
                 colour=use_colour(sys.stdout),
             )
-        return authoring.check_release_command(library, settings, args.next_version, against=args.against, ref=args.ref)
+        return authoring.check_release_command(
+            library.path, settings, args.next_version, against=args.against, ref=args.ref
+        )
     if args.command == "new":
-        return authoring.scaffold(args.agent, _files_library(args), root=args.root)
+        library = _files_library(args)
+        return authoring.scaffold(args.agent, library.path, root=library.root)
     if args.command == "parse":
         settings = _settings(args, stack, release=bool(args.release))
-        return authoring.parse_command(args.agent, settings, args.reply_file, release=args.release)
+        if args.deprecated_reply_file:
+            print("prompt-registry: --output-file is deprecated; use --reply-file", file=sys.stderr)
+        reply = args.reply_file or args.deprecated_reply_file
+        return authoring.parse_command(args.agent, settings, reply, release=args.release)
     if args.command == "render":
         return authoring.render_command(
             args.agent,

@@ -19,6 +19,7 @@ from registry.errors import InvalidDefinition, RegistryError
 from registry.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.models import Issue, Release
 from registry.rendering import RenderLimits
+from registry.terminal import paint
 
 Bump = Literal["major", "minor", "patch", "none"]
 _ORDER: dict[str, int] = {"none": 0, "patch": 1, "minor": 2, "major": 3}
@@ -214,20 +215,6 @@ def _unified(before: str, after: str, label: str) -> str:
 
 
 # ANSI styles of the text reports (`diff`, `test`), by what they mark.
-_STYLES = {
-    "bold": "\033[1m",
-    "added": "\033[32m",
-    "removed": "\033[31m",
-    "hunk": "\033[36m",
-    "reset": "\033[0m",
-}
-
-
-def paint(text: str, style: str, *, colour: bool) -> str:
-    """``text`` in ``style`` (``bold``, ``added``, ``removed``, ``hunk``) when ``colour``."""
-    return f"{_STYLES[style]}{text}{_STYLES['reset']}" if colour else text
-
-
 def diff_lines(text: str, *, colour: bool = False) -> list[str]:
     """The lines of a unified diff; with ``colour``, as git colours them:
     file headers bold, hunk headers cyan, added lines green, removed red."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from registry.models import Issue, plural
+from registry.models import Issue, location, plural
 
 
 class RegistryError(Exception):
@@ -254,7 +254,7 @@ def _where(issue: Issue) -> str:
     if issue.line is not None:
         if issue.file is None:
             return f"line {issue.line}"
-        return ":".join(str(p) for p in (issue.file, issue.line, issue.column) if p is not None)
+        return location(issue.file, issue.line, issue.column)
     # Without a line, the JSON path says where, unless the message names the
     # key already ("missing required input 'ticket'" at /ticket).
     last = issue.path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")

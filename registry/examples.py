@@ -21,13 +21,14 @@ from typing import Any
 
 import re2
 
-from registry.diff import diff_lines, paint
+from registry.diff import diff_lines
 from registry.errors import InvalidDefinition, RegistryError
 from registry.lint import find_agents_root, open_worktree_catalog
 from registry.loading import DEFINITION_SUFFIX, LoadedAgent
-from registry.models import Issue, Prompt, plural
+from registry.models import Issue, Prompt, location, plural
 from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
+from registry.terminal import paint
 
 GOLDEN_SUFFIX = ".examples"
 _NOT_SERVED = (
@@ -103,7 +104,7 @@ def run_examples(
 
 
 def _located(issue: Issue, file: str) -> str:
-    where = ":".join(str(p) for p in (issue.file or file, issue.line, issue.column) if p is not None)
+    where = location(issue.file or file, issue.line, issue.column)
     return f"{where}: {issue.message}"
 
 

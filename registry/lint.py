@@ -30,9 +30,9 @@ from registry.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, Relea
 from registry.models import Issue, json_pointer, shorten
 from registry.parsers import OutputParser, ParseError
 from registry.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
+from registry.settings import DEFAULT_ROOT
 from registry.worktree import WorktreeStore
 
-DEFAULT_ROOT = "ai_gateway/agents"
 Severity = Literal["error", "warning"]
 
 
@@ -196,17 +196,13 @@ class LintReport:
 
 
 def find_agents_root(path: Path, root: str | None) -> str:
-    """The agents root inside ``path``: ``root`` when given, else the default
-    when it exists, else ``path`` itself when it looks like one."""
-    if root is not None:
-        root = root.strip("/")
-        if not (path / root).is_dir():
-            raise ConfigurationError(f"{path / root} is not a directory")
-        return root
-    if (path / DEFAULT_ROOT).is_dir():
-        return DEFAULT_ROOT
+    """The agents root inside ``path``: ``root`` when given, else the default;
+    ``ConfigurationError`` when it is not there."""
+    wanted = (root or DEFAULT_ROOT).strip("/")
+    if (path / wanted).is_dir():
+        return wanted
     raise ConfigurationError(
-        f"no prompt library here: no {DEFAULT_ROOT}/ in {path.resolve()}; run this inside a library checkout,"
+        f"no prompt library here: no {wanted}/ in {path.resolve()}; run this inside a library checkout,"
         " or give --repo PATH (or --root)"
     )
 

@@ -8,11 +8,10 @@ import json
 from xml.etree import ElementTree
 
 from registry.lint import RULES, Finding, LintReport
-from registry.models import plural
+from registry.models import location, plural
+from registry.terminal import paint
 
 FORMATS = ("text", "json", "junit", "codequality")
-
-_COLOURS = {"error": "\033[31m", "warning": "\033[33m", "bold": "\033[1m", "dim": "\033[2m", "reset": "\033[0m"}
 
 
 def render_report(report: LintReport, output_format: str, *, colour: bool = False) -> str:
@@ -28,20 +27,20 @@ def render_report(report: LintReport, output_format: str, *, colour: bool = Fals
 def as_text(report: LintReport, *, colour: bool = False) -> str:
     """``file:line:column: severity [rule] message``, a hint under each, and a summary."""
 
-    def paint(text: str, style: str) -> str:
-        return f"{_COLOURS[style]}{text}{_COLOURS['reset']}" if colour else text
+    def style(text: str, name: str) -> str:
+        return paint(text, name, colour=colour)
 
     lines = []
     for finding in report.findings:
-        where = ":".join(str(p) for p in (finding.file, finding.line, finding.column) if p is not None)
-        severity = paint(finding.severity, finding.severity)
-        lines.append(f"{paint(where, 'bold')}: {severity} [{finding.rule}] {finding.message}")
+        where = location(finding.file, finding.line, finding.column)
+        severity = style(finding.severity, finding.severity)
+        lines.append(f"{style(where, 'bold')}: {severity} [{finding.rule}] {finding.message}")
         if finding.hint:
-            lines.append(paint(f"    hint: {finding.hint}", "dim"))
-    checked = f"{len(report.definitions)} definitions and {len(report.partials)} partials"
+            lines.append(style(f"    hint: {finding.hint}", "dim"))
+    checked = f"{plural(len(report.definitions), 'definition')} and {plural(len(report.partials), 'partial')}"
     if report.findings:
         summary = f"{plural(report.errors, 'error')}, {plural(report.warnings, 'warning')} in {checked}"
-        lines.append(paint(summary, "error" if report.errors else "warning"))
+        lines.append(style(summary, "error" if report.errors else "warning"))
     else:
         lines.append(f"no problems in {checked}")
     return "\n".join(lines) + "\n"
@@ -112,5 +111,5 @@ def as_codequality(report: LintReport) -> str:
 
 
 def _line(finding: Finding) -> str:
-    where = ":".join(str(p) for p in (finding.file, finding.line, finding.column) if p is not None)
+    where = location(finding.file, finding.line, finding.column)
     return f"{where}: [{finding.rule}] {finding.message}"

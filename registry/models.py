@@ -31,6 +31,11 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def location(file: str | None, line: int | None = None, column: int | None = None) -> str:
+    """``file:line:column``, of the parts that are known ("" for none)."""
+    return ":".join(str(part) for part in (file, line, column) if part is not None)
+
+
 def close_matches(word: str, candidates: Iterable[str], *, limit: int = 3, cutoff: float = 0.6) -> list[str]:
     """The candidates most like ``word``, best first (at most ``limit``): what
     a "did you mean" may suggest. Similarity is difflib's ratio, at least ``cutoff``."""

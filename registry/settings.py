@@ -52,6 +52,8 @@ from registry.mirror import redact
 
 # registry/library links to the checkout's library/ and is a copy of it in a
 # wheel (package data): the same path either way.
+# Where a library keeps its definitions, unless told otherwise (REGISTRY_ROOT).
+DEFAULT_ROOT = "ai_gateway/agents"
 BUNDLED_LIBRARY = Path(__file__).resolve().parent / "library"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _REDIS_PREFIX_SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,64}", re.ASCII)
@@ -68,7 +70,7 @@ class Settings:
     remote: str | None = None
     sync_interval: float = 60.0
     webhook_secret: str | None = field(default=None, repr=False)
-    root: str = "ai_gateway/agents"
+    root: str = DEFAULT_ROOT
     channels_file: str = "channels.yml"
     data_dir: str | None = None
     host: str = "127.0.0.1"

@@ -494,7 +494,7 @@ class _Terminal(io.StringIO):
 
 
 def test_colour_on_a_terminal_unless_no_color_is_set_and_not_empty(monkeypatch: pytest.MonkeyPatch) -> None:
-    from registry.cli import use_colour
+    from registry.terminal import use_colour
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     assert use_colour(_Terminal()) and not use_colour(io.StringIO())
@@ -523,3 +523,131 @@ def test_diff_and_test_are_coloured_on_a_terminal(repo: LibraryRepo) -> None:
         finally:
             os.chdir(cwd)
         assert b"\x1b[" in output, (args, output)
+
+
+def _monorepo(tmp_path: Path) -> Path:
+    """A repository whose prompt library sits in prompts/, tagged v1.0.0."""
+    repo = LibraryRepo(tmp_path / "mono")
+    repo.write("prompts/ai_gateway/agents/support/triage.yml", MINIMAL_TRIAGE, under_agents=False)
+    repo.write("service/main.py", "print('the rest of the monorepo')\n", under_agents=False)
+    repo.commit("library in a subdirectory")
+    repo.tag("v1.0.0")
+    return repo.path
+
+
+def test_a_library_in_a_subdirectory_is_read_there_by_every_command(tmp_path: Path) -> None:
+    top = _monorepo(tmp_path)
+    inside = top / "prompts" / "ai_gateway"
+    assert _cli("lint", cwd=inside).returncode == 0
+    assert _cli("resolve", "v1.0.0", cwd=inside).returncode == 0
+    rendered = _cli("render", "support/triage", "--input", "ticket=T-7", cwd=inside)
+    assert rendered.returncode == 0 and "T-7" in rendered.stdout, rendered.stderr
+    released = _cli("render", "support/triage", "--release", "v1.0.0", "--input", "ticket=T-8", cwd=inside)
+    assert released.returncode == 0 and "T-8" in released.stdout, released.stderr
+    created = _cli("new", "support/other", cwd=inside)
+    assert created.returncode == 0, created.stderr
+    assert (top / "prompts/ai_gateway/agents/support/other.yml").is_file()
+    assert (top / "prompts/schemas/agent-definition.v1.schema.json").is_file()
+    assert not (top / "ai_gateway").exists() and not (top / "schemas").exists()
+    assert "added: support/other" in _cli("diff", "v1.0.0", "worktree", cwd=inside).stdout
+
+
+def test_a_bare_repository_is_a_library_and_has_no_working_tree(released_repo: LibraryRepo, tmp_path: Path) -> None:
+    bare = tmp_path / "bare.git"
+    released_repo.git("clone", "-q", "--bare", str(released_repo.path), str(bare))
+    assert _cli("resolve", "^1", cwd=bare).stdout.split()[0] == "v1.1.0"
+    for args in (("check-release", "v3.0.0"), ("diff", "v1.0.0", "worktree")):
+        result = _cli(*args, cwd=bare)
+        assert result.returncode == 2, (args, result.stdout)
+        assert result.stderr.startswith(f"prompt-registry: no prompt library here: no ai_gateway/agents/ in {bare}")
+
+
+def test_check_release_refuses_a_release_with_no_definitions_under_the_root(released_repo: LibraryRepo) -> None:
+    result = _cli("check-release", "v3.0.0", "--ref", "v1.1.0", "--root", "nope", cwd=released_repo.path)
+    assert result.returncode == 1
+    assert "FAILED: v1.1.0 has no definitions under nope/: is that the agents root (--root)?" in result.stdout
+
+
+def test_lint_test_and_new_honour_registry_root(tmp_path: Path) -> None:
+    environment = {**_clean_environment(), "REGISTRY_ROOT": "prompts"}
+    LibraryRepo(tmp_path / "lib")
+    created = _cli("new", "chat/x", cwd=tmp_path / "lib", env=environment)
+    assert created.returncode == 0, created.stderr
+    assert (tmp_path / "lib/prompts/chat/x.yml").is_file()
+    assert _cli("lint", cwd=tmp_path / "lib", env=environment).returncode == 0
+    rendered = _cli("render", "chat/x", "--input", "question=q", cwd=tmp_path / "lib", env=environment)
+    assert rendered.returncode == 0, rendered.stderr
+
+
+def test_where_the_library_path_came_from_is_named_when_it_is_wrong(tmp_path: Path) -> None:
+    assert _cli("releases", "--repo", "", cwd=tmp_path).stderr == (
+        "prompt-registry: --repo is empty: give the path of a prompt library\n"
+    )
+    environment = {**_clean_environment(), "REGISTRY_REPO": str(tmp_path / "missing")}
+    for command in (("releases",), ("lint",), ("render", "a/b")):
+        result = _cli(*command, cwd=tmp_path, env=environment)
+        assert result.returncode == 2
+        assert result.stderr == f"prompt-registry: REGISTRY_REPO '{tmp_path / 'missing'}' is not a directory\n"
+
+
+def test_render_hints_at_quoting_even_for_a_single_problem(tmp_path: Path) -> None:
+    LibraryRepo(tmp_path / "lib")
+    assert _cli("new", "support/triage", cwd=tmp_path / "lib").returncode == 0
+    result = _cli("render", "support/triage", "--input", "question=5", cwd=tmp_path / "lib")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "prompt-registry: /question: 5 is not of type 'string' (VALUE is read as JSON when it parses as JSON;"
+        " to pass the string, say --input 'question=\"5\"') (support/triage at worktree)\n"
+    )
+
+
+def test_closed_standard_streams_and_unwritable_outputs_are_one_line(repo: LibraryRepo, tmp_path: Path) -> None:
+    _tagged_v1_to_v2(repo)
+    closed = subprocess.run(
+        f'"{CLI}" releases >&- && "{CLI}" lint >&- && "{CLI}" parse support/triage --reply-file - <&-',
+        shell=True,
+        cwd=repo.path,
+        env=_clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in closed.stderr and "internal error" not in closed.stderr, closed.stderr
+    (tmp_path / "taken").mkdir()
+    lint_output = _cli("lint", "-o", str(tmp_path / "taken"), cwd=repo.path)
+    assert lint_output.returncode == 2
+    assert lint_output.stderr.startswith(f"prompt-registry: cannot write {tmp_path / 'taken'}: ")
+    exported = _cli("export", "-o", str(tmp_path / "taken"), cwd=repo.path)
+    assert exported.returncode == 2 and exported.stderr.startswith("prompt-registry: cannot write ")
+    assert not list(tmp_path.glob(".bundle-*")), "the temporary bundle is removed"
+
+
+def test_serve_refuses_a_port_in_use_and_checks_settings_before_building_the_example(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _cli("serve", "--example", "--port", str(port), cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"prompt-registry: cannot listen on 127.0.0.1:{port}: " in result.stderr
+    assert "(--port 0 picks a free port)" in result.stderr
+    negative = _cli("serve", "--example", "--port", "-1", cwd=tmp_path)
+    assert negative.returncode == 2 and "example" not in negative.stderr
+    assert negative.stderr.endswith("port must be between 0 (any free port) and 65535\n")
+
+
+def test_parse_output_file_still_works_but_says_it_is_deprecated(tmp_path: Path) -> None:
+    reply = tmp_path / "reply.txt"
+    reply.write_text("Final Answer: done\n")
+    result = _cli("parse", "assistant/react_text", "--output-file", str(reply), "--release", "v1.1.0", "--example")
+    assert result.returncode == 0
+    assert "prompt-registry: --output-file is deprecated; use --reply-file\n" in result.stderr
+
+
+def test_a_remote_without_a_data_dir_leaves_no_mirror_behind(released_repo: LibraryRepo, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    released_repo.git("clone", "-q", "--bare", str(released_repo.path), str(bare))
+    environment = {**_clean_environment(), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    assert _cli("releases", "--remote", bare.as_uri(), env=environment).returncode == 0
+    assert list((tmp_path / "tmp").iterdir()) == []
