@@ -238,17 +238,18 @@ class GitMirror:
             return None
         here = self.directory.resolve()
         found = []
-        for entry in os.scandir(proc):
-            if not entry.name.isdigit():
-                continue
-            try:
-                if Path(os.readlink(f"{entry.path}/cwd")) != here:
+        with os.scandir(proc) as entries:
+            for entry in entries:
+                if not entry.name.isdigit():
                     continue
-                argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue  # gone, or another user's
-            if Path(os.fsdecode(argv[0])).name.startswith("git") and argv[1:2] != [b"cat-file"]:
-                found.append(int(entry.name))
+                try:
+                    if Path(os.readlink(f"{entry.path}/cwd")) != here:
+                        continue
+                    argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue  # gone, or another user's
+                if Path(os.fsdecode(argv[0])).name.startswith("git") and argv[1:2] != [b"cat-file"]:
+                    found.append(int(entry.name))
         return found
 
     def _git(self, *args: str) -> str:
