@@ -246,47 +246,61 @@ def measure(
 
     The budgets: at most ``max_values`` values below the top, nesting at most
     ``MAX_VALIDATED_DEPTH`` levels, at most ``max_chars`` characters in its
-    strings and keys. One walk over the arrays and objects, which stops as
-    soon as a budget is exceeded, so it costs at most about ``max_values``
-    steps whatever ``value`` holds. The issue is at the top-level member
-    (input) being measured when the budget ran out.
+    strings and keys. One walk over the arrays and objects, level by level,
+    which stops as soon as a budget is exceeded, so it costs at most about
+    ``max_values`` steps whatever ``value`` holds. The issue is at the
+    top-level member (input) being measured when the budget ran out.
+
+    Arrays and objects are ``list`` and ``dict`` exactly, as JSON decodes
+    them (subclasses are not walked: the deadline still bounds them).
     """
-    if isinstance(value, dict):
+    kind = value.__class__
+    if kind is dict:
         chars = _key_chars(value)
         members: Iterator[tuple[str | int, Any]] = iter(value.items())
-    elif isinstance(value, list):
+    elif kind is list:
         chars = 0
         members = enumerate(value)
     else:
-        chars = len(value) if isinstance(value, str) else 0
+        chars = len(value) if kind is str else 0
         return _too_much_text((), max_chars) if chars > max_chars else None
     values = len(value)
     if values > max_values:
         return _too_many_values((), max_values)
+    if chars > max_chars:
+        return _too_much_text((), max_chars)
     for name, member in members:
-        if member.__class__ is str:
+        kind = member.__class__
+        if kind is str:
             chars += len(member)
-        elif isinstance(member, (dict, list)):
-            pending = [(member, 1)]
-            while pending:
-                container, depth = pending.pop()
+            if chars > max_chars:
+                return _too_much_text((name,), max_chars)
+            continue
+        if kind is not dict and kind is not list:
+            continue
+        level = [member]
+        depth = 1
+        while level:
+            if depth >= MAX_VALIDATED_DEPTH and any(level):  # members one level deeper than the limit
+                return _too_deep((name,))
+            below = []
+            for container in level:
                 values += len(container)
                 if values > max_values:
                     return _too_many_values((name,), max_values)
-                if depth >= MAX_VALIDATED_DEPTH and container:  # its members are one level deeper
-                    return _too_deep((name,))
-                if isinstance(container, dict):
+                if container.__class__ is dict:
                     chars += _key_chars(container)
                     container = container.values()
                 for child in container:
-                    if child.__class__ is str:
+                    kind = child.__class__
+                    if kind is str:
                         chars += len(child)
-                    elif isinstance(child, (dict, list)):
-                        pending.append((child, depth + 1))
-                if chars > max_chars:
-                    return _too_much_text((name,), max_chars)
-        if chars > max_chars:
-            return _too_much_text((name,), max_chars)
+                    elif kind is dict or kind is list:
+                        below.append(child)
+            if chars > max_chars:
+                return _too_much_text((name,), max_chars)
+            level = below
+            depth += 1
     return None
 
 
@@ -294,7 +308,7 @@ def _key_chars(mapping: dict[Any, Any]) -> int:
     try:
         return sum(map(len, mapping))
     except TypeError:  # a key that is not a string, from a Python caller: jsonschema judges it
-        return sum(len(key) for key in mapping if isinstance(key, str))
+        return sum(len(key) for key in mapping if key.__class__ is str)
 
 
 def _too_many_values(path: tuple[str | int, ...], limit: int) -> Excess:

@@ -433,6 +433,8 @@ def test_text_counts_strings_and_keys() -> None:
     keys = measure({"a": {"k" * half: 1, "j" * half: 2}})
     assert keys is not None and keys.budget == "text"
     assert measure({"k" * (MAX_VALIDATED_CHARS + 1): 1}) is not None
+    first = measure({"a": "x" * (MAX_VALIDATED_CHARS + 1), "b": [], "c": "y"})
+    assert first is not None and first.issue.path == "/a"  # the input that took the text past the limit
 
 
 def test_limits_can_be_given() -> None:
