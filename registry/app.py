@@ -75,7 +75,12 @@ def build_service(settings: Settings) -> RegistryService:
     mirror = open_mirror(settings)
     syncer = None
     if mirror is not None and settings.data_dir:
-        syncer = Syncer(mirror, interval=settings.sync_interval, data_dir=settings.data_dir)
+        syncer = Syncer(
+            mirror,
+            interval=settings.sync_interval,
+            data_dir=settings.data_dir,
+            failing_limit=settings.sync_failing_limit,
+        )
     shared = None
     if settings.redis_url:
         shared = RedisTier(

@@ -139,9 +139,6 @@ class RedisTier:
     def set(self, key: CacheKey, value: bytes, *, ttl: int = CONTENT_TTL_SECONDS) -> None:
         self._call("set", lambda: self.client.set(redis_key(self.prefix, key), value, ex=ttl))
 
-    def publish(self, key: ReleaseEventsChannel, message: bytes) -> None:
-        self._call("publish", lambda: self.client.publish(redis_key(self.prefix, key), message))
-
     def close(self) -> None:
         self.client.close()
 

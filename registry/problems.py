@@ -18,7 +18,7 @@ from typing import Any
 from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
-from registry.errors import RegistryError
+from registry.errors import NotReady, RegistryError
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,11 @@ def problem_response(
 
 
 def _registry_error(error: RegistryError) -> Response:
-    if error.status >= 500:
+    if isinstance(error, NotReady):
+        # Expected while a replica starts (every request until its first
+        # sync), and logged by the syncer when it lasts: not an error each.
+        log.debug("%s: %s", error.slug, error.detail)
+    elif error.status >= 500:
         log.error("%s: %s", error.slug, error.detail, exc_info=error.__cause__ is not None)
     headers = error.response_headers()
     if error.slug in _RETRY_AFTER_SECONDS:

@@ -10,6 +10,7 @@ import time.
     REGISTRY_WORKTREE               (none)              plain directory to serve as release "worktree"
     REGISTRY_REMOTE                 (none)              git URL to mirror into the data directory and serve
     REGISTRY_SYNC_INTERVAL          60                  seconds between fetches from the remote
+    REGISTRY_SYNC_FAILING_LIMIT     600                 seconds of failing fetches before /readyz is 503 (0: never)
     REGISTRY_WEBHOOK_SECRET         (none)              enables POST /v1/hooks/git with this secret
     REGISTRY_ROOT                   ai_gateway/agents   agents root inside the repository or directory
     REGISTRY_CHANNELS_FILE          channels.yml        channels file at the root of the default branch
@@ -69,6 +70,7 @@ class Settings:
     worktree: str | None = None
     remote: str | None = None
     sync_interval: float = 60.0
+    sync_failing_limit: float = 600.0
     webhook_secret: str | None = field(default=None, repr=False)
     root: str = DEFAULT_ROOT
     channels_file: str = "channels.yml"
@@ -102,6 +104,8 @@ class Settings:
             raise ConfigurationError("a remote needs a data directory to keep its mirror in (--data-dir)")
         if not 1 <= self.sync_interval <= 86400:
             raise ConfigurationError("sync interval must be between 1 and 86400 seconds")
+        if not (self.sync_failing_limit == 0 or 1 <= self.sync_failing_limit <= 30 * 86400):
+            raise ConfigurationError("the sync failing limit must be 0 (never) or between 1 s and 30 days")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
             raise ConfigurationError(f"root {self.root!r} must be a relative path inside the repository")
         for name in ("workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
@@ -215,6 +219,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("worktree", "REGISTRY_WORKTREE", _text),
     ("remote", "REGISTRY_REMOTE", _text),
     ("sync_interval", "REGISTRY_SYNC_INTERVAL", float),
+    ("sync_failing_limit", "REGISTRY_SYNC_FAILING_LIMIT", float),
     ("webhook_secret", "REGISTRY_WEBHOOK_SECRET", lambda raw: raw),
     ("root", "REGISTRY_ROOT", _text),
     ("channels_file", "REGISTRY_CHANNELS_FILE", _text),

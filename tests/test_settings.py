@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +48,22 @@ def test_settings_are_frozen() -> None:
 def test_bad_values_are_configuration_errors(environ: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError):
         Settings.from_env(environ)
+
+
+def test_the_sync_failing_limit_reaches_the_syncer(tmp_path: Path) -> None:
+    from registry.app import build_service
+
+    upstream = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(upstream)], check=True)
+    settings = Settings.from_env(
+        {"REGISTRY_SYNC_FAILING_LIMIT": "120"}, remote=upstream.as_uri(), data_dir=str(tmp_path / "data")
+    )
+    service = build_service(settings)
+    try:
+        assert service.syncer is not None and service.syncer.failing_limit == 120
+    finally:
+        service.close()
+    assert Settings.from_env({"REGISTRY_SYNC_FAILING_LIMIT": "0"}).sync_failing_limit == 0
+    for bad in ("0.5", "-1", "9999999999"):
+        with pytest.raises(ConfigurationError, match="sync failing limit"):
+            Settings.from_env({"REGISTRY_SYNC_FAILING_LIMIT": bad})
