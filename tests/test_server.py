@@ -1,0 +1,127 @@
+"""Serving under gunicorn: real ``prompt-registry serve`` processes, stopped by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import psutil
+
+from registry.server import REQUESTS_PER_CONNECTION
+from registry.settings import BUNDLED_LIBRARY
+from tests.servers import RegistryProcess, clean_environment
+
+
+def _quiet_environment() -> dict[str, str]:
+    # The server's output is read only once it stops: thousands of access
+    # log lines would fill the pipe and block it.
+    return {**clean_environment(), "REGISTRY_ACCESS_LOG": "0"}
+
+
+def _eventually(condition: Callable[[], bool], *, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(0.05)
+
+
+def _master(port: int) -> psutil.Process:
+    """The gunicorn master: this test's child serving ``port``."""
+    for child in psutil.Process().children():
+        if str(port) in child.cmdline():
+            return child
+    raise AssertionError(f"no server process on port {port}")
+
+
+def _workers(master: psutil.Process) -> list[psutil.Process]:
+    workers = []
+    for worker in master.children():
+        try:
+            if worker.status() != psutil.STATUS_ZOMBIE:
+                workers.append(worker)
+        except psutil.NoSuchProcess:
+            pass
+    return workers
+
+
+def _connections(worker: psutil.Process, port: int) -> int:
+    """Clients' connections to ``port`` that ``worker`` holds open."""
+    try:
+        held = worker.net_connections(kind="tcp")
+    except psutil.NoSuchProcess:
+        return 0
+    return sum(1 for c in held if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)
+
+
+@contextlib.contextmanager
+def _keep_alive_load(port: int, *, clients: int) -> Iterator[list[int]]:
+    """``clients`` threads asking for the releases over kept-alive connections,
+    reconnecting whenever a connection is closed or lost; yields the count of
+    answers so far (one slot per client)."""
+    answered = [0] * clients
+    stop = threading.Event()
+
+    def run(slot: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        while not stop.is_set():
+            try:
+                connection.request("GET", "/v1/releases")
+                response = connection.getresponse()
+                response.read()
+                answered[slot] += 1
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                time.sleep(0.01)
+        connection.close()
+
+    threads = [threading.Thread(target=run, args=(slot,)) for slot in range(clients)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield answered
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+
+
+def test_a_kept_alive_connection_is_closed_after_its_share_of_requests() -> None:
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=_quiet_environment()) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        connection.connect()
+        first = connection.sock
+        # http.client closes its socket on "Connection: close"; a duplicate
+        # shows whether the server closed its end.
+        with first.dup() as peer, contextlib.closing(connection):
+            for number in range(1, REQUESTS_PER_CONNECTION + 1):
+                connection.request("GET", "/healthz")
+                response = connection.getresponse()
+                response.read()
+                assert response.status == 200
+                if number < REQUESTS_PER_CONNECTION:
+                    assert connection.sock is first and response.getheader("Connection") != "close"
+            assert response.getheader("Connection") == "close"
+            assert peer.recv(1) == b""
+
+
+def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
+    with RegistryProcess(
+        "--worktree", str(BUNDLED_LIBRARY), "--workers", "2", "--threads", "4", env=_quiet_environment()
+    ) as server:
+        master = _master(server.port)
+        _eventually(lambda: len(_workers(master)) == 2)
+        with _keep_alive_load(server.port, clients=4) as answered:
+            _eventually(lambda: sum(_connections(w, server.port) for w in _workers(master)) == 4)
+            busiest = max(_workers(master), key=lambda w: _connections(w, server.port))
+            os.kill(busiest.pid, signal.SIGKILL)
+            _eventually(lambda: busiest.pid not in {w.pid for w in _workers(master)} and len(_workers(master)) == 2)
+            # The clients reconnect at once, all to the survivor; the
+            # replacement gets its share as their connections are closed.
+            _eventually(lambda: all(_connections(w, server.port) > 0 for w in _workers(master)))
+            before = sum(answered)
+            _eventually(lambda: sum(answered) > before + 100)
