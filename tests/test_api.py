@@ -1045,3 +1045,19 @@ def test_the_index_page_links_the_docs_the_document_the_releases_and_health(clie
         "health": "/healthz",
     }
     _validate_against_openapi("/", "get", machine)
+
+
+def test_parsing_a_body_leaves_the_garbage_collector_as_it_was(client: FlaskClient) -> None:
+    import gc
+
+    nested = {"inputs": {"question": "q", "deep": [[[[1]]]] * 1000}}
+    assert gc.isenabled()
+    client.post("/v1/agents/chat/minimal/render?release=v1.0.0", json=nested)
+    client.post("/v1/agents/chat/minimal/render?release=v1.0.0", data=b"{not json", content_type="application/json")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        client.post("/v1/agents/chat/minimal/render?release=v1.0.0", json=nested)
+        assert not gc.isenabled(), "a collector the caller paused stays paused"
+    finally:
+        gc.enable()
