@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -39,6 +40,8 @@ class RegistryProcess:
         self._env = env or clean_environment()
         self._cwd = cwd
         self._process: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._chunks: list[bytes] = []
         self.output = ""
         """What the server printed, once it has stopped."""
 
@@ -46,6 +49,11 @@ class RegistryProcess:
         self._process = subprocess.Popen(
             self._command, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=self._cwd
         )
+        # Drained as it comes: a server whose pipe is full (an access log
+        # line per request) blocks on its next write.
+        self._chunks = []
+        self._reader = threading.Thread(target=self._drain, args=(self._process,), daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -69,9 +77,16 @@ class RegistryProcess:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+            if self._reader is not None:
+                self._reader.join(timeout=10)
+            self.output += b"".join(self._chunks).decode(errors="replace")
             if process.stdout:
-                self.output += process.stdout.read().decode(errors="replace")
                 process.stdout.close()
+
+    def _drain(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for chunk in iter(lambda: process.stdout.read1(65536), b""):  # type: ignore[union-attr]
+            self._chunks.append(chunk)
 
     def __enter__(self) -> RegistryProcess:
         return self.start()
