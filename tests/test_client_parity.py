@@ -119,3 +119,28 @@ def test_the_valid_case_renders(client: RegistryClient) -> None:
     local = client.get("brief", "briefing").render(inputs)
     assert local == client.render("brief", "briefing", inputs)
     assert local.messages[1].content.startswith("\"Why 'now'?\" x2 (URGENT)\na=1; b=2\n")
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {"question": "q", "count": 1, "notes": {str(i): "x" for i in range(10_001)}},
+        {
+            "question": "q",
+            "count": 1,
+            "tags": [
+                [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]
+            ],
+        },
+        {"question": "q", "count": 1, "tags": [{"k": "v"} for _ in range(4_000)]},
+    ],
+    ids=["too-many-values", "too-deep", "wide"],
+)
+def test_inputs_over_their_budget_are_refused_alike_locally_and_on_the_server(
+    client: RegistryClient, inputs: dict[str, Any]
+) -> None:
+    agent = client.get("brief", "briefing")
+    local = _outcome(lambda: agent.render(inputs))
+    remote = _outcome(lambda: client.render("brief", "briefing", inputs))
+    assert local == remote
+    assert local[0] == "InvalidInputs"
