@@ -19,6 +19,7 @@ from registry.api import (
     bp,
     declared_query_parameters,
 )
+from registry.bodydeadline import BodyDeadline
 from registry.cache import ContentCache, MemoryTier, RedisTier
 from registry.errors import StoreError
 from registry.events import ReleaseEvents
@@ -92,7 +93,10 @@ def build_service(settings: Settings) -> RegistryService:
         content=ContentCache(MemoryTier(settings.cache_entries), shared, metrics),
         events=ReleaseEvents(shared, metrics=metrics) if shared is not None and syncer is not None else None,
         metrics=metrics,
-        long_poll_slots=max(1, settings.threads // 2),
+        # A waiting long-poll holds a thread under gthread, but only a socket
+        # and a greenlet under gevent: either way, at most half of what a
+        # worker can serve at once waits.
+        long_poll_slots=max(1, (settings.connections if settings.worker_class == "gevent" else settings.threads) // 2),
         yaml_limits=YamlLimits(max_bytes=settings.max_definition_bytes),
         render_limits=RenderLimits(max_output_bytes=settings.max_render_bytes, max_seconds=settings.max_render_seconds),
     )
@@ -127,4 +131,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     # After every route is registered: each takes the query parameters the document gives it.
     app.extensions[QUERY_PARAMETERS_KEY] = declared_query_parameters(app.url_map.iter_rules(), document)
     register_error_handlers(app)
+    app.wsgi_app = BodyDeadline(  # type: ignore[method-assign]
+        app.wsgi_app, seconds=settings.body_seconds, max_bytes=settings.max_request_bytes
+    )
     return app

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from registry import authoring
 from registry.bundle import Bundle
@@ -102,7 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
     serve.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default 8080) [REGISTRY_PORT]")
     serve.add_argument("--workers", type=int, help="worker processes (default 2) [REGISTRY_WORKERS]")
-    serve.add_argument("--threads", type=int, help="threads per worker (default 4) [REGISTRY_THREADS]")
+    serve.add_argument("--threads", type=int, help="threads per gthread worker (default 4) [REGISTRY_THREADS]")
+    serve.add_argument(
+        "--worker-class",
+        choices=("gevent", "gthread"),
+        help="gevent: a slow client holds a socket, not a thread (default); gthread: a thread per request"
+        " [REGISTRY_WORKER_CLASS]",
+    )
     serve.add_argument(
         "--sync-interval", type=float, help="seconds between fetches (default 60) [REGISTRY_SYNC_INTERVAL]"
     )
@@ -358,6 +364,27 @@ def _serve(settings: Settings) -> int:
     return 0
 
 
+def _worker_class(args: argparse.Namespace) -> str:
+    """The worker class ``serve`` will use, read as ``Settings`` reads it."""
+    variable = {k: v for k, v in os.environ.items() if k == "REGISTRY_WORKER_CLASS"}
+    return Settings.from_env(variable, worker_class=args.worker_class).worker_class
+
+
+def _gevent_patched() -> bool:
+    from registry.geventserve import patched
+
+    return patched()
+
+
+def _exec_patched_for_gevent() -> NoReturn:
+    """Run this command again in a fresh interpreter that patches the standard
+    library for gevent first (``registry.geventserve``): same arguments, same
+    environment, same process id, so signals reach gunicorn's master."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "registry.geventserve", *sys.argv[1:]])
+
+
 def _check_port_is_free(host: str, port: int) -> None:
     """Refuse a port in use now, in one line, rather than let gunicorn retry
     for seconds and exit 1. (Port 0 is always free.)"""
@@ -543,6 +570,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, stack: ExitStack) -> int:
     if args.command == "serve":
+        if _worker_class(args) == "gevent" and not _gevent_patched():
+            # Before anything is built: the fresh interpreter builds its own.
+            _exec_patched_for_gevent()
         settings = _settings(
             args,
             stack,
@@ -550,6 +580,7 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
             port=args.port,
             workers=args.workers,
             threads=args.threads,
+            worker_class=args.worker_class,
             sync_interval=args.sync_interval,
             webhook_secret=args.webhook_secret,
             redis_url=args.redis_url,

@@ -9,6 +9,7 @@ classes.
     RegistryError
     ├── InvalidRequest        invalid-request     400  (also ValueError)
     ├── PayloadTooLarge       payload-too-large   413
+    ├── RequestTimeout        request-timeout     408  (a body not sent within the deadline)
     ├── NotFound                                  404  (also LookupError)
     │   ├── ReleaseNotFound   release-not-found
     │   └── AgentNotFound     agent-not-found
@@ -76,6 +77,14 @@ class PayloadTooLarge(RegistryError):
     slug = "payload-too-large"
     title = "Payload too large"
     status = 413
+
+
+class RequestTimeout(RegistryError):
+    """The client did not send its request body within the deadline."""
+
+    slug = "request-timeout"
+    title = "Request timeout"
+    status = 408
 
 
 class NotFound(RegistryError, LookupError):
@@ -218,6 +227,7 @@ ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
     for cls in (
         InvalidRequest,
         PayloadTooLarge,
+        RequestTimeout,
         NotFound,
         ReleaseNotFound,
         AgentNotFound,

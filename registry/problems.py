@@ -47,6 +47,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "a body that is not a JSON object, an unknown field, or a query parameter the route does not take "
     "or that is given twice; 'parameter' names the parameter.",
     "payload-too-large": "The request body is larger than the registry accepts.",
+    "request-timeout": "The request body did not arrive within the deadline (REGISTRY_BODY_SECONDS); "
+    "send it again, in full.",
     "not-found": "No such route.",
     "release-not-found": "No release matches the one requested; 'available' lists the newest releases.",
     "agent-not-found": "The release has no definition for this usecase and name.",

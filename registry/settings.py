@@ -18,7 +18,10 @@ import time.
     REGISTRY_HOST                   127.0.0.1           address to listen on
     REGISTRY_PORT                   8080                port to listen on (0: any free port)
     REGISTRY_WORKERS                2                   server worker processes
-    REGISTRY_THREADS                4                   threads per worker
+    REGISTRY_THREADS                4                   threads per worker (gthread workers)
+    REGISTRY_WORKER_CLASS           gevent              gevent (a slow client costs a socket) or gthread
+    REGISTRY_CONNECTIONS            1000                connections per worker (gevent workers)
+    REGISTRY_BODY_SECONDS           10                  longest a client may take to send a request body
     REGISTRY_MAX_DEFINITION_BYTES   262144              largest definition or partial file
     REGISTRY_MAX_RENDER_BYTES       1048576             largest rendered output
     REGISTRY_MAX_RENDER_SECONDS     2                   longest a render may run
@@ -57,6 +60,7 @@ from registry.mirror import redact
 DEFAULT_ROOT = "ai_gateway/agents"
 BUNDLED_LIBRARY = Path(__file__).resolve().parent / "library"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_WORKER_CLASSES = ("gevent", "gthread")
 _REDIS_PREFIX_SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,64}", re.ASCII)
 _MIN_TOKEN_LENGTH = 16
 _ROOT_SHAPE = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
@@ -79,6 +83,9 @@ class Settings:
     port: int = 8080
     workers: int = 2
     threads: int = 4
+    worker_class: str = "gevent"
+    connections: int = 1000
+    body_seconds: float = 10.0
     max_definition_bytes: int = 256 * 1024
     max_render_bytes: int = 1024 * 1024
     max_render_seconds: float = 2.0
@@ -108,7 +115,18 @@ class Settings:
             raise ConfigurationError("the sync failing limit must be 0 (never) or between 1 s and 30 days")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
             raise ConfigurationError(f"root {self.root!r} must be a relative path inside the repository")
-        for name in ("workers", "threads", "max_definition_bytes", "max_render_bytes", "max_request_bytes"):
+        if self.worker_class not in _WORKER_CLASSES:
+            raise ConfigurationError(f"worker class must be one of {', '.join(_WORKER_CLASSES)}")
+        if not 0 < self.body_seconds <= 300:
+            raise ConfigurationError("body_seconds must be more than 0 and at most 300")
+        for name in (
+            "workers",
+            "threads",
+            "connections",
+            "max_definition_bytes",
+            "max_render_bytes",
+            "max_request_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive number")
         if not 0 < self.max_render_seconds <= 60:
@@ -228,6 +246,9 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("port", "REGISTRY_PORT", int),
     ("workers", "REGISTRY_WORKERS", int),
     ("threads", "REGISTRY_THREADS", int),
+    ("worker_class", "REGISTRY_WORKER_CLASS", lambda raw: raw.strip().lower()),
+    ("connections", "REGISTRY_CONNECTIONS", int),
+    ("body_seconds", "REGISTRY_BODY_SECONDS", float),
     ("max_definition_bytes", "REGISTRY_MAX_DEFINITION_BYTES", int),
     ("max_render_bytes", "REGISTRY_MAX_RENDER_BYTES", int),
     ("max_render_seconds", "REGISTRY_MAX_RENDER_SECONDS", float),

@@ -834,7 +834,7 @@ def test_odd_wait_preferences_do_not_wait(client: FlaskClient, prefer: str) -> N
 
 
 def test_waits_are_capped_at_sixty_seconds_and_slots_are_bounded(released_repo: LibraryRepo) -> None:
-    app = make_app(Settings(repo=str(released_repo.path), threads=2))  # one long-poll slot
+    app = make_app(Settings(repo=str(released_repo.path), connections=2))  # one long-poll slot (half the connections)
     etag = app.test_client().get("/v1/releases").headers["ETag"]
     results: list[TestResponse] = []
     holder = threading.Thread(

@@ -268,7 +268,7 @@ def test_an_unreachable_remote_fails_the_cli_clearly(tmp_path: Path) -> None:
 def test_long_polls_under_gunicorn_leave_threads_for_other_requests(released_repo: LibraryRepo) -> None:
     import threading
 
-    with _serving("--repo", str(released_repo.path), "--threads", "4") as base:
+    with _serving("--repo", str(released_repo.path), "--worker-class", "gthread", "--threads", "4") as base:
         etag = urllib.request.urlopen(base + "/v1/releases", timeout=5).headers["ETag"]
         outcomes: list[int] = []
 
@@ -651,3 +651,35 @@ def test_a_remote_without_a_data_dir_leaves_no_mirror_behind(released_repo: Libr
     (tmp_path / "tmp").mkdir()
     assert _cli("releases", "--remote", bare.as_uri(), env=environment).returncode == 0
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_long_polls_under_gevent_wait_on_at_most_half_of_the_connections(released_repo: LibraryRepo) -> None:
+    import threading
+
+    environment = {**_clean_environment(), "REGISTRY_CONNECTIONS": "6"}
+    with _serving("--repo", str(released_repo.path), env=environment) as base:
+        etag = urllib.request.urlopen(base + "/v1/releases", timeout=5).headers["ETag"]
+        outcomes: list[int] = []
+
+        def long_poll() -> None:
+            request = urllib.request.Request(
+                base + "/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=20"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    outcomes.append(response.status)
+            except urllib.error.HTTPError as error:
+                outcomes.append(error.code)
+
+        pollers = [threading.Thread(target=long_poll) for _ in range(4)]
+        for poller in pollers:
+            poller.start()
+        time.sleep(1.0)
+        # Three of six connections wait; the fourth poll was answered at once
+        # (304), and ordinary requests are still served.
+        assert _get(base + "/healthz") == (200, {"status": "ok"})
+        assert _get(base + "/v1/agents/chat/minimal?release=v1.0.0")[0] == 200
+        released_repo.tag("v1.7.0")
+        for poller in pollers:
+            poller.join(timeout=30)
+        assert sorted(outcomes) == [200, 200, 200, 304]

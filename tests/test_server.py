@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import signal
+import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import psutil
+import pytest
 
 from registry.server import REQUESTS_PER_CONNECTION
 from registry.settings import BUNDLED_LIBRARY
@@ -125,3 +129,85 @@ def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
             _eventually(lambda: all(_connections(w, server.port) > 0 for w in _workers(master)))
             before = sum(answered)
             _eventually(lambda: sum(answered) > before + 100)
+
+
+_SLOW_STARTS = {
+    # One byte of a request line, then nothing.
+    "one byte": (b"G", b""),
+    # A request line, then one byte of a header at a time.
+    "header drip": (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ", b"a" * 1000),
+    # Complete headers, then one byte of the body at a time.
+    "body drip": (
+        b"POST /v1/agents/chat/minimal/render?release=worktree HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
+        b"{" + b" " * 999,
+    ),
+}
+
+
+@contextlib.contextmanager
+def _slow_connections(port: int, kind: str, *, count: int) -> Iterator[list[socket.socket]]:
+    """``count`` connections that send the start of a request, then one more
+    byte every half second, until the block ends."""
+    start, drip = _SLOW_STARTS[kind]
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+    stop = threading.Event()
+
+    def dribble() -> None:
+        for byte in drip:
+            if stop.wait(0.5):
+                return
+            for sock in sockets:
+                with contextlib.suppress(OSError):
+                    sock.sendall(bytes([byte]))
+
+    for sock in sockets:
+        sock.sendall(start)
+    dripper = threading.Thread(target=dribble)
+    dripper.start()
+    try:
+        yield sockets
+    finally:
+        stop.set()
+        dripper.join(timeout=5)
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.mark.parametrize("kind", sorted(_SLOW_STARTS))
+def test_slow_clients_cost_a_socket_not_a_thread(kind: str) -> None:
+    # One worker of four threads under gthread: eight slow clients would hold every thread.
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), "--threads", "4", env=_quiet_environment()) as server:
+        with _slow_connections(server.port, kind, count=8):
+            time.sleep(0.5)  # every slow connection has been accepted and started
+            for _ in range(20):
+                with urllib.request.urlopen(server.base + "/v1/agents/chat/minimal?release=worktree", timeout=3) as r:
+                    assert r.status == 200
+
+
+def test_a_client_that_stops_sending_its_headers_is_disconnected() -> None:
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=_quiet_environment()) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: ")
+            assert sock.recv(1024) == b""  # within gunicorn's keepalive (5 s), or the timeout fails the test
+
+
+def test_a_body_not_sent_within_the_deadline_is_answered_408() -> None:
+    environment = {**_quiet_environment(), "REGISTRY_BODY_SECONDS": "1"}
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=environment) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            start, _ = _SLOW_STARTS["body drip"]
+            sock.sendall(start + b'{"inputs": ')
+            answer = b""
+            while b"}" not in answer.partition(b"\r\n\r\n")[2]:
+                chunk = sock.recv(4096)
+                assert chunk, f"closed without an answer: {answer!r}"
+                answer += chunk
+        # The body was refused, not the server: it still answers.
+        with urllib.request.urlopen(server.base + "/healthz", timeout=5) as response:
+            assert response.status == 200
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ")
+    assert b"Content-Type: application/problem+json" in head
+    problem = json.loads(body)
+    assert problem["type"] == "/problems/request-timeout" and problem["status"] == 408
