@@ -25,13 +25,15 @@
 #     -e REGISTRY_API_TOKENS=... -e REGISTRY_ADMIN_TOKENS=... prompt-registry
 #
 # Every other setting is an environment variable too (REGISTRY_ROOT,
-# REGISTRY_WORKERS, REGISTRY_THREADS, REGISTRY_LOG_LEVEL, REGISTRY_CACHE_*,
+# REGISTRY_WORKERS, REGISTRY_WORKER_CLASS, REGISTRY_CONNECTIONS, REGISTRY_BODY_SECONDS,
+# REGISTRY_LOG_LEVEL, REGISTRY_CACHE_*,
 # the REGISTRY_MAX_* limits; see registry/settings.py), and flags after the
 # image name are passed to `prompt-registry serve` (e.g. `--workers 4`).
 #
-# The entry point is gunicorn: `prompt-registry serve` checks the source
-# once (a wrong path fails with one clear line, not in every worker) and
-# then becomes gunicorn's arbiter with gunicorn_options(); to run gunicorn's
+# The entry point is gunicorn: `prompt-registry serve` re-executes itself
+# (same PID 1) in an interpreter patched for gevent, checks the source once
+# (a wrong path fails with one clear line, not in every worker) and then
+# becomes gunicorn's arbiter with gunicorn_options(); to run gunicorn's
 # own command instead, with the same options:
 #   docker run --rm -p 8080:8080 --entrypoint gunicorn prompt-registry \
 #     -c gunicorn.conf.py 'registry.app:create_app()'

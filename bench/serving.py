@@ -7,8 +7,10 @@ Run by hand, from the repository root, with the dev environment:
     .venv/bin/python bench/serving.py --seconds 3 --rounds 1   # a quick look
 
 Both servers run under the production configuration: gunicorn with
-``gunicorn.conf.py`` (gthread workers, JSON access logs written to
-/dev/null), the same REGISTRY_WORKERS and REGISTRY_THREADS, on loopback.
+``gunicorn.conf.py`` (gevent workers, or gthread with
+REGISTRY_WORKER_CLASS=gthread; JSON access logs written to /dev/null), the
+same REGISTRY_WORKERS and REGISTRY_THREADS, on loopback; ``--conf`` names
+another configuration for both.
 The baseline (``bench/baseline_app.py``) answers the same URLs with bytes
 captured from the registry, or renders the same templates with plain Jinja,
 so the ratio is the cost of the registry's own work. A load generator (wrk
@@ -152,8 +154,8 @@ def running(*servers: Server) -> Iterator[tuple[Server, ...]]:
             server.stop()
 
 
-def gunicorn(label: str, env: dict[str, str], app: str, *extra: str) -> Server:
-    return Server(label, [PYTHON, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), *extra, app], env)
+def gunicorn(label: str, env: dict[str, str], app: str, *extra: str, conf: Path = ROOT / "gunicorn.conf.py") -> Server:
+    return Server(label, [PYTHON, "-m", "gunicorn", "-c", str(conf), *extra, app], env)
 
 
 def granian(label: str, env: dict[str, str], app: str, workers: int, threads: int) -> Server:
@@ -293,10 +295,11 @@ def warm_scenarios(args: argparse.Namespace, work: Path) -> list[Comparison]:
     render = f"/v1/agents/{usecase}/{name}/render?release=v1.2.0"
     env = server_env(args, REGISTRY_REPO=str(repo), **redis_env(args))
     results = []
-    registry = gunicorn("registry", env, REGISTRY_APP).start()
+    registry = gunicorn("registry", env, REGISTRY_APP, conf=args.conf).start()
     try:
         config = capture(registry, {"v1.2.0": exact, "^1.0": ranged}, render, AGENT)
-        baseline = gunicorn("baseline", server_env(args, BENCH_BASELINE=str(config)), BASELINE_APP).start()
+        baseline_env = server_env(args, BENCH_BASELINE=str(config))
+        baseline = gunicorn("baseline", baseline_env, BASELINE_APP, conf=args.conf).start()
         try:
             if "a" in args.only:
                 results.append(compare("(a) GET by exact tag", baseline, registry, exact, args))
@@ -506,6 +509,16 @@ def print_comparisons(title: str, rows: list[tuple[str, Comparison]], args: argp
             f"{c.throughput_ratio:.2f}x | {c.baseline.p50_ms:.2f} / {c.baseline.p99_ms:.2f} | "
             f"{c.registry.p50_ms:.2f} / {c.registry.p99_ms:.2f} | {c.p99_ratio:.2f}x |"
         )
+    print("\nEvery round: registry / baseline req/s (p99 ratio); the baseline's own spread, min-max req/s.\n")
+    print("| scenario | " + " | ".join(f"round {n + 1}" for n in range(args.rounds)) + " | baseline spread |")
+    print("|---|" + "---:|" * (args.rounds + 1))
+    for label, c in rows:
+        ratios = [
+            f"{r.requests_per_second / b.requests_per_second:.2f}x ({r.p99_ms / b.p99_ms:.2f}x)"
+            for b, r in zip(c.baseline_rounds, c.registry_rounds, strict=True)
+        ]
+        speeds = [b.requests_per_second for b in c.baseline_rounds]
+        print(f"| {label} | {' | '.join(ratios)} | {min(speeds):,.0f}-{max(speeds):,.0f} |")
     sys.stdout.flush()
 
 
@@ -518,12 +531,19 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=int(os.environ.get("REGISTRY_WORKERS", 2)))
     parser.add_argument("--threads", type=int, default=int(os.environ.get("REGISTRY_THREADS", 4)))
     parser.add_argument("--redis", action="store_true", help="run (a)-(c) with a throwaway Redis (REDIS_URL)")
+    parser.add_argument(
+        "--conf", type=Path, default=ROOT / "gunicorn.conf.py", help="gunicorn configuration for (a)-(c), both servers"
+    )
     args = parser.parse_args()
     args.only = set(args.only.split(","))
     args.redis_url = None
 
     print(f"Machine: {machine()}")
-    print(f"Server: gunicorn -c gunicorn.conf.py, REGISTRY_WORKERS={args.workers}, REGISTRY_THREADS={args.threads}")
+    worker_class = os.environ.get("REGISTRY_WORKER_CLASS", "gevent")
+    print(
+        f"Server: gunicorn -c {args.conf.name}, REGISTRY_WORKER_CLASS={worker_class}, "
+        f"REGISTRY_WORKERS={args.workers}, REGISTRY_THREADS={args.threads}"
+    )
     with tempfile.TemporaryDirectory(prefix="registry-bench-") as scratch:
         work = Path(scratch)
         try:
