@@ -265,10 +265,22 @@ def test_an_unreachable_remote_fails_the_cli_clearly(tmp_path: Path) -> None:
     assert result.returncode == 2 and "failed" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_long_polls_under_gunicorn_leave_threads_for_other_requests(released_repo: LibraryRepo) -> None:
+@pytest.mark.parametrize(
+    ("options", "environment", "pollers"),
+    [
+        # Two of four threads may wait; the third poll is answered at once.
+        (("--worker-class", "gthread", "--threads", "4"), {}, 3),
+        # Three of six gevent connections may wait; the fourth is answered at once.
+        ((), {"REGISTRY_CONNECTIONS": "6"}, 4),
+    ],
+    ids=["gthread", "gevent"],
+)
+def test_long_polls_wait_on_at_most_half_a_worker_and_leave_the_rest_for_other_requests(
+    released_repo: LibraryRepo, options: tuple[str, ...], environment: dict[str, str], pollers: int
+) -> None:
     import threading
 
-    with _serving("--repo", str(released_repo.path), "--worker-class", "gthread", "--threads", "4") as base:
+    with _serving("--repo", str(released_repo.path), *options, env={**_clean_environment(), **environment}) as base:
         etag = urllib.request.urlopen(base + "/v1/releases", timeout=5).headers["ETag"]
         outcomes: list[int] = []
 
@@ -282,18 +294,17 @@ def test_long_polls_under_gunicorn_leave_threads_for_other_requests(released_rep
             except urllib.error.HTTPError as error:
                 outcomes.append(error.code)
 
-        pollers = [threading.Thread(target=long_poll) for _ in range(3)]
-        for poller in pollers:
-            poller.start()
+        threads = [threading.Thread(target=long_poll) for _ in range(pollers)]
+        for thread in threads:
+            thread.start()
         time.sleep(1.0)
-        # Two of four threads wait; the third poll was answered at once (304),
-        # and ordinary requests are still served.
+        # Ordinary requests are still served while the others wait.
         assert _get(base + "/healthz") == (200, {"status": "ok"})
         assert _get(base + "/v1/agents/chat/minimal?release=v1.0.0")[0] == 200
         released_repo.tag("v1.7.0")
-        for poller in pollers:
-            poller.join(timeout=30)
-        assert sorted(outcomes) == [200, 200, 304]
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sorted(outcomes) == [200] * (pollers - 1) + [304]
 
 
 def _metric_total(text: str, name: str, **labels: str) -> float:
@@ -651,35 +662,3 @@ def test_a_remote_without_a_data_dir_leaves_no_mirror_behind(released_repo: Libr
     (tmp_path / "tmp").mkdir()
     assert _cli("releases", "--remote", bare.as_uri(), env=environment).returncode == 0
     assert list((tmp_path / "tmp").iterdir()) == []
-
-
-def test_long_polls_under_gevent_wait_on_at_most_half_of_the_connections(released_repo: LibraryRepo) -> None:
-    import threading
-
-    environment = {**_clean_environment(), "REGISTRY_CONNECTIONS": "6"}
-    with _serving("--repo", str(released_repo.path), env=environment) as base:
-        etag = urllib.request.urlopen(base + "/v1/releases", timeout=5).headers["ETag"]
-        outcomes: list[int] = []
-
-        def long_poll() -> None:
-            request = urllib.request.Request(
-                base + "/v1/releases", headers={"If-None-Match": etag, "Prefer": "wait=20"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    outcomes.append(response.status)
-            except urllib.error.HTTPError as error:
-                outcomes.append(error.code)
-
-        pollers = [threading.Thread(target=long_poll) for _ in range(4)]
-        for poller in pollers:
-            poller.start()
-        time.sleep(1.0)
-        # Three of six connections wait; the fourth poll was answered at once
-        # (304), and ordinary requests are still served.
-        assert _get(base + "/healthz") == (200, {"status": "ok"})
-        assert _get(base + "/v1/agents/chat/minimal?release=v1.0.0")[0] == 200
-        released_repo.tag("v1.7.0")
-        for poller in pollers:
-            poller.join(timeout=30)
-        assert sorted(outcomes) == [200, 200, 200, 304]
