@@ -285,10 +285,13 @@ def render_agent(usecase: str, name: str) -> Response:
     answer = service.get_agent(usecase, name, release=release)
     # Equal digests render identically, so the digest and the inputs name the
     # result: a client that has it is told so before anything is rendered.
-    etag = _render_etag(answer.agent.digest, inputs)
-    if _client_has(etag):
+    # Without If-None-Match the render comes first, so that inputs over their
+    # budget are refused before a megabyte of them is hashed.
+    etag = _render_etag(answer.agent.digest, inputs) if request.if_none_match else None
+    if etag is not None and _client_has(etag):
         return _conditional(_with_provenance(current_app.response_class(), answer.resolution), etag)
     rendered = service.render_answer(answer, inputs)
+    etag = etag or _render_etag(answer.agent.digest, inputs)
     body = {
         "release": rendered.resolution.as_dict(),
         "usecase": rendered.agent.usecase,

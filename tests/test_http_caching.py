@@ -218,3 +218,12 @@ def test_every_answer_about_releases_varies_by_authorization_when_tokens_are_req
         assert response.status_code == 200, path
         assert response.headers["Cache-Control"].startswith("private, "), path
         assert response.headers["Vary"] == "Authorization", path
+
+
+def test_a_render_without_if_none_match_still_carries_its_etag_and_revalidates(released_repo: LibraryRepo) -> None:
+    client = make_app(Settings(repo=str(released_repo.path))).test_client()
+    url = "/v1/agents/chat/with_rules/render?release=v1.1.0"
+    first = client.post(url, json=INPUTS)
+    assert first.status_code == 200 and first.headers["ETag"].startswith('"render-')
+    again = client.post(url, json=INPUTS, headers={"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.headers["ETag"] == first.headers["ETag"]
