@@ -139,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser(
         "export",
-        help="write a bundle: every agent and partial of one release, for a client's fallback",
+        help="write a release's agents to a bundle, a client's fallback",
         description="Write every agent and partial of RELEASE, with its tag, commit and digests, to one"
         " JSON file that RegistryClient(bundle=FILE) serves from when the registry is unreachable."
         " From a repository (the source options) or, with --url, from a running registry.",
@@ -176,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
 
     test = commands.add_parser(
         "test",
-        help="render every definition's examples and check them; exit 1 on a failure",
+        help="check every definition's examples; exit 1 on a failure",
         description="Render the examples of every definition in a library checkout and check their"
         " expectations (contains, not_contains, matches) and golden files.",
     )
@@ -201,7 +201,7 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check-release",
-        help="fail when NEXT_VERSION is smaller than the changes since the last release require",
+        help="check NEXT_VERSION is an honest release; exit 1 if not",
         description="Compare the working tree (or --ref) with the highest release below NEXT_VERSION (or"
         " --against) and classify the change: removing an agent or input, adding a required input or"
         " narrowing an input's type is major; adding an agent or an optional input is minor; any other"

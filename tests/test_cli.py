@@ -424,7 +424,12 @@ def test_outside_a_checkout_release_commands_say_so_in_one_line(tmp_path: Path) 
 def test_version_and_help_list_every_command() -> None:
     version = _cli("--version")
     assert re.fullmatch(r"prompt-registry \d+\.\d+\.\d+\S*\n", version.stdout)
-    listing = _cli("--help").stdout
+    listing = _cli("--help", env={**_clean_environment(), "COLUMNS": "80"}).stdout
+    commands = listing[listing.index("  COMMAND\n") + len("  COMMAND\n") : listing.index("\noptions:")].splitlines()
+    # One line of help per command in 80 columns (argparse puts the help of a
+    # name as long as check-release on the line below it, unwrapped).
+    names = [line.split()[0] for line in commands if line.startswith("    ") and not line.startswith("     ")]
+    assert len(names) == 11 and len(commands) == 12 and commands[names.index("check-release") + 1].startswith(" " * 17)
     for command in ("serve", "releases", "resolve", "export", "lint", "new", "test", "diff", "check-release"):
         assert re.search(rf"^    {re.escape(command)}\s+\S", listing, re.MULTILINE), command
     for command in ("parse", "render"):
