@@ -133,3 +133,60 @@ def test_the_readme_names_the_commands_that_ci_runs() -> None:
     assert ci in text
     assert ".venv/bin/pip install . && .venv/bin/prompt-registry serve --example" in text
     assert os.access(REPOSITORY / ".ci" / "run", os.R_OK)
+
+
+def _declared_closure() -> set[str]:
+    """Every distribution that installing prompt-registry (no extras) brings."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    def normal(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    seen: set[str] = set()
+    pending: list[tuple[str, frozenset[str]]] = [("prompt-registry", frozenset())]
+    while pending:
+        name, extras = pending.pop()
+        for text in metadata.requires(name) or []:
+            requirement = Requirement(text)
+            markers = requirement.marker
+            if markers is not None and not any(markers.evaluate({"extra": extra}) for extra in extras or {""}):
+                continue
+            key = (normal(requirement.name), frozenset(requirement.extras))
+            if key[0] + repr(sorted(key[1])) not in seen:
+                seen.add(key[0] + repr(sorted(key[1])))
+                seen.add(key[0])
+                pending.append((requirement.name, key[1]))
+    return {entry for entry in seen if "[" not in entry}
+
+
+def test_the_serving_process_imports_only_what_the_package_declares() -> None:
+    # What `prompt-registry serve` loads: the patched entry point, the app,
+    # gunicorn's gevent worker, the CLI. A plain `pip install .` once failed
+    # to start because gunicorn's gevent worker needs `packaging`, which only
+    # the test extras had installed.
+    probe = (
+        "import sys, registry.geventserve, registry.cli, registry.app, registry.server, registry.example;"
+        " import gunicorn.workers.ggevent;"
+        " print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    # What the interpreter loads before any import of ours (site's .pth hooks).
+    bare = subprocess.run(
+        [sys.executable, "-c", "import sys; print('\\n'.join({m.split('.')[0] for m in sys.modules}))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    imported = {
+        re.sub(r"[-_.]+", "-", distribution).lower()
+        for module in set(result.stdout.split()) - set(bare.stdout.split())
+        for distribution in owners.get(module, [])
+    }
+    undeclared = imported - _declared_closure() - {"prompt-registry"}
+    assert undeclared == set(), f"imported but not installed by `pip install .`: {sorted(undeclared)}"
