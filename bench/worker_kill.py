@@ -45,6 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_library import small_library  # noqa: E402
 from serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+
+from tests.servers import established_connections, live_workers  # noqa: E402
+
 USECASE, NAME = AGENT
 GET_PATH = f"/v1/agents/{USECASE}/{NAME}?release=v1.2.0"
 
@@ -88,31 +92,12 @@ def _load(port: int, clients: int) -> Iterator[list[int]]:
             thread.join(timeout=10)
 
 
-def _workers(master: psutil.Process) -> list[psutil.Process]:
-    workers = []
-    for child in master.children():
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE:
-                workers.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return workers
-
-
 def _cpu_seconds(worker: psutil.Process) -> float:
     try:
         times = worker.cpu_times()
     except psutil.NoSuchProcess:
         return 0.0
     return float(times.user + times.system)
-
-
-def _connections(worker: psutil.Process, port: int) -> int:
-    try:
-        held = worker.net_connections(kind="tcp")
-    except psutil.NoSuchProcess:
-        return 0
-    return sum(1 for c in held if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)
 
 
 def run(label: str, env: dict[str, str], conf: Path, args: argparse.Namespace) -> list[tuple[int, str]]:
@@ -122,25 +107,26 @@ def run(label: str, env: dict[str, str], conf: Path, args: argparse.Namespace) -
     try:
         assert server.process is not None
         master = psutil.Process(server.process.pid)
-        while len(_workers(master)) < 2:
+        while len(live_workers(master)) < 2:
             time.sleep(0.1)
         with _load(server.port, args.clients) as answered:
             time.sleep(1)  # connections made, workers warm
-            cpu = {w.pid: _cpu_seconds(w) for w in _workers(master)}
+            cpu = {w.pid: _cpu_seconds(w) for w in live_workers(master)}
             count = answered[0]
             for second in range(1, args.before + args.after + 1):
                 time.sleep(1)
-                workers = _workers(master)
+                workers = live_workers(master)
                 used = {w.pid: _cpu_seconds(w) - cpu.get(w.pid, 0.0) for w in workers}
                 total = sum(used.values()) or 1.0
                 shares = ", ".join(
-                    f"{w.pid}: {used[w.pid] / total:.0%} ({_connections(w, server.port)} conn)" for w in workers
+                    f"{w.pid}: {used[w.pid] / total:.0%} ({established_connections(w, server.port)} conn)"
+                    for w in workers
                 )
                 rows.append((answered[0] - count, shares))
                 count = answered[0]
                 cpu = {w.pid: _cpu_seconds(w) for w in workers}
                 if second == args.before:
-                    busiest = max(workers, key=lambda w: _connections(w, server.port))
+                    busiest = max(workers, key=lambda w: established_connections(w, server.port))
                     os.kill(busiest.pid, signal.SIGKILL)
                     rows[-1] = (rows[-1][0], rows[-1][1] + f"; killed {busiest.pid}")
     finally:

@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
+
 from tests.redis_server import free_port
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
@@ -93,3 +95,24 @@ class RegistryProcess:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def live_workers(master: psutil.Process) -> list[psutil.Process]:
+    """A gunicorn master's worker processes that are alive (not zombies)."""
+    workers = []
+    for worker in master.children():
+        try:
+            if worker.status() != psutil.STATUS_ZOMBIE:
+                workers.append(worker)
+        except psutil.NoSuchProcess:
+            pass
+    return workers
+
+
+def established_connections(worker: psutil.Process, port: int) -> int:
+    """Clients' connections to ``port`` that ``worker`` holds open."""
+    try:
+        held = worker.net_connections(kind="tcp")
+    except psutil.NoSuchProcess:
+        return 0
+    return sum(1 for c in held if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)

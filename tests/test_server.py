@@ -18,7 +18,7 @@ import pytest
 
 from registry.server import REQUESTS_PER_CONNECTION
 from registry.settings import BUNDLED_LIBRARY
-from tests.servers import RegistryProcess, clean_environment
+from tests.servers import RegistryProcess, clean_environment, established_connections, live_workers
 
 
 def _quiet_environment() -> dict[str, str]:
@@ -40,26 +40,6 @@ def _master(port: int) -> psutil.Process:
         if str(port) in child.cmdline():
             return child
     raise AssertionError(f"no server process on port {port}")
-
-
-def _workers(master: psutil.Process) -> list[psutil.Process]:
-    workers = []
-    for worker in master.children():
-        try:
-            if worker.status() != psutil.STATUS_ZOMBIE:
-                workers.append(worker)
-        except psutil.NoSuchProcess:
-            pass
-    return workers
-
-
-def _connections(worker: psutil.Process, port: int) -> int:
-    """Clients' connections to ``port`` that ``worker`` holds open."""
-    try:
-        held = worker.net_connections(kind="tcp")
-    except psutil.NoSuchProcess:
-        return 0
-    return sum(1 for c in held if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)
 
 
 @contextlib.contextmanager
@@ -118,15 +98,17 @@ def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
         "--worktree", str(BUNDLED_LIBRARY), "--workers", "2", "--threads", "4", env=_quiet_environment()
     ) as server:
         master = _master(server.port)
-        _eventually(lambda: len(_workers(master)) == 2)
+        _eventually(lambda: len(live_workers(master)) == 2)
         with _keep_alive_load(server.port, clients=4) as answered:
-            _eventually(lambda: sum(_connections(w, server.port) for w in _workers(master)) == 4)
-            busiest = max(_workers(master), key=lambda w: _connections(w, server.port))
+            _eventually(lambda: sum(established_connections(w, server.port) for w in live_workers(master)) == 4)
+            busiest = max(live_workers(master), key=lambda w: established_connections(w, server.port))
             os.kill(busiest.pid, signal.SIGKILL)
-            _eventually(lambda: busiest.pid not in {w.pid for w in _workers(master)} and len(_workers(master)) == 2)
+            _eventually(
+                lambda: busiest.pid not in {w.pid for w in live_workers(master)} and len(live_workers(master)) == 2
+            )
             # The clients reconnect at once, all to the survivor; the
             # replacement gets its share as their connections are closed.
-            _eventually(lambda: all(_connections(w, server.port) > 0 for w in _workers(master)))
+            _eventually(lambda: all(established_connections(w, server.port) > 0 for w in live_workers(master)))
             before = sum(answered)
             _eventually(lambda: sum(answered) > before + 100)
 
