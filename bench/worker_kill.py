@@ -26,16 +26,12 @@ Prints Markdown tables, ready for BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import signal
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -47,7 +43,7 @@ from serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 
-from tests.servers import established_connections, live_workers  # noqa: E402
+from tests.servers import established_connections, keep_alive_load, live_workers  # noqa: E402
 
 USECASE, NAME = AGENT
 GET_PATH = f"/v1/agents/{USECASE}/{NAME}?release=v1.2.0"
@@ -59,37 +55,6 @@ exec(open({str(ROOT / "gunicorn.conf.py")!r}).read())
 def pre_request(worker, req):
     pass
 """
-
-
-@contextmanager
-def _load(port: int, clients: int) -> Iterator[list[int]]:
-    """Client threads on kept-alive connections; yields the count of answers so far."""
-    answered = [0]
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def run() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        while not stop.is_set():
-            try:
-                connection.request("GET", GET_PATH)
-                response = connection.getresponse()
-                response.read()
-                with lock:
-                    answered[0] += 1
-            except (OSError, http.client.HTTPException):
-                connection.close()
-        connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    try:
-        yield answered
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=10)
 
 
 def _cpu_seconds(worker: psutil.Process) -> float:
@@ -109,10 +74,10 @@ def run(label: str, env: dict[str, str], conf: Path, args: argparse.Namespace) -
         master = psutil.Process(server.process.pid)
         while len(live_workers(master)) < 2:
             time.sleep(0.1)
-        with _load(server.port, args.clients) as answered:
+        with keep_alive_load(server.port, GET_PATH, clients=args.clients) as answered:
             time.sleep(1)  # connections made, workers warm
             cpu = {w.pid: _cpu_seconds(w) for w in live_workers(master)}
-            count = answered[0]
+            count = sum(answered)
             for second in range(1, args.before + args.after + 1):
                 time.sleep(1)
                 workers = live_workers(master)
@@ -122,8 +87,8 @@ def run(label: str, env: dict[str, str], conf: Path, args: argparse.Namespace) -
                     f"{w.pid}: {used[w.pid] / total:.0%} ({established_connections(w, server.port)} conn)"
                     for w in workers
                 )
-                rows.append((answered[0] - count, shares))
-                count = answered[0]
+                rows.append((sum(answered) - count, shares))
+                count = sum(answered)
                 cpu = {w.pid: _cpu_seconds(w) for w in workers}
                 if second == args.before:
                     busiest = max(workers, key=lambda w: established_connections(w, server.port))

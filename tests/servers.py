@@ -3,6 +3,8 @@ stopped by its PID (SIGTERM, then SIGKILL), restartable on the same port."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import os
 import signal
 import subprocess
@@ -10,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -116,3 +119,35 @@ def established_connections(worker: psutil.Process, port: int) -> int:
     except psutil.NoSuchProcess:
         return 0
     return sum(1 for c in held if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)
+
+
+@contextlib.contextmanager
+def keep_alive_load(port: int, path: str, *, clients: int) -> Iterator[list[int]]:
+    """``clients`` threads asking for ``path`` over kept-alive connections,
+    reconnecting whenever a connection is closed or lost; yields the count of
+    answers so far, one slot per client (bounded by the block)."""
+    answered = [0] * clients
+    stop = threading.Event()
+
+    def run(slot: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        while not stop.is_set():
+            try:
+                connection.request("GET", path)
+                response = connection.getresponse()
+                response.read()
+                answered[slot] += 1
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                time.sleep(0.01)
+        connection.close()
+
+    threads = [threading.Thread(target=run, args=(slot,)) for slot in range(clients)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield answered
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)

@@ -18,7 +18,7 @@ import pytest
 
 from registry.server import REQUESTS_PER_CONNECTION
 from registry.settings import BUNDLED_LIBRARY
-from tests.servers import RegistryProcess, clean_environment, established_connections, live_workers
+from tests.servers import RegistryProcess, clean_environment, established_connections, keep_alive_load, live_workers
 
 
 def _quiet_environment() -> dict[str, str]:
@@ -40,38 +40,6 @@ def _master(port: int) -> psutil.Process:
         if str(port) in child.cmdline():
             return child
     raise AssertionError(f"no server process on port {port}")
-
-
-@contextlib.contextmanager
-def _keep_alive_load(port: int, *, clients: int) -> Iterator[list[int]]:
-    """``clients`` threads asking for the releases over kept-alive connections,
-    reconnecting whenever a connection is closed or lost; yields the count of
-    answers so far (one slot per client)."""
-    answered = [0] * clients
-    stop = threading.Event()
-
-    def run(slot: int) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        while not stop.is_set():
-            try:
-                connection.request("GET", "/v1/releases")
-                response = connection.getresponse()
-                response.read()
-                answered[slot] += 1
-            except (OSError, http.client.HTTPException):
-                connection.close()
-                time.sleep(0.01)
-        connection.close()
-
-    threads = [threading.Thread(target=run, args=(slot,)) for slot in range(clients)]
-    for thread in threads:
-        thread.start()
-    try:
-        yield answered
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=10)
 
 
 def test_a_kept_alive_connection_is_closed_after_its_share_of_requests() -> None:
@@ -99,7 +67,7 @@ def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
     ) as server:
         master = _master(server.port)
         _eventually(lambda: len(live_workers(master)) == 2)
-        with _keep_alive_load(server.port, clients=4) as answered:
+        with keep_alive_load(server.port, "/v1/releases", clients=4) as answered:
             _eventually(lambda: sum(established_connections(w, server.port) for w in live_workers(master)) == 4)
             busiest = max(live_workers(master), key=lambda w: established_connections(w, server.port))
             os.kill(busiest.pid, signal.SIGKILL)
