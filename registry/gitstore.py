@@ -40,6 +40,9 @@ _REF_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 _BLOB = "blob"
 _REGULAR_FILE_MODES = (0o100644, 0o100755)
 _TREES_KEPT = 64
+# How long after a change to refs/tags its entries are still compared one by one
+# (see GitStore._fingerprint): far above any file system's clock tick.
+_SETTLING_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ class GitStore:
         changed (a stat of ``packed-refs`` and ``refs/tags``), which keeps the
         per-request cost to two system calls.
         """
+        fingerprint = self._fingerprint()
+        if fingerprint == self._refs_fingerprint:
+            return self._index  # read together: both change under _refs_lock, index first
         with self._refs_lock:
             fingerprint = self._fingerprint()
             if fingerprint != self._refs_fingerprint:
@@ -246,9 +252,13 @@ class GitStore:
         """Changes whenever a release tag is added, moved or deleted.
 
         git rewrites a ref file or ``packed-refs`` by renaming a new file over
-        it, so inode numbers reveal every change: one ``stat`` and one
-        ``scandir`` (whose inode numbers cost no extra call). Release tags
-        cannot contain ``/``, so nested tag directories need no look.
+        it, which gives the file a new inode and its directory a new
+        modification time. A directory's time alone cannot show two changes
+        within one tick of the file system's clock, so while ``refs/tags``
+        changed less than ``_SETTLING_NS`` ago its entries' inode numbers are
+        compared too (one ``scandir``); once it has settled, two ``stat`` calls
+        answer, however many tags there are. Release tags cannot contain
+        ``/``, so nested tag directories need no look.
         """
         marks: list[object] = []
         try:
@@ -257,10 +267,16 @@ class GitStore:
         except FileNotFoundError:
             marks.append(None)
         try:
-            with os.scandir(self._tag_refs) as entries:
-                marks.extend(sorted((entry.name, entry.inode()) for entry in entries))
+            st = os.stat(self._tag_refs)
         except FileNotFoundError:
-            pass
+            return tuple(marks)
+        marks.append((st.st_ino, st.st_mtime_ns))
+        if abs(time.time_ns() - st.st_mtime_ns) < _SETTLING_NS:
+            try:
+                with os.scandir(self._tag_refs) as entries:
+                    marks.extend(sorted((entry.name, entry.inode()) for entry in entries))
+            except FileNotFoundError:
+                pass
         return tuple(marks)
 
     def _list_releases(self) -> ReleaseIndex:

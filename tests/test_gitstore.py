@@ -76,6 +76,38 @@ def test_new_tags_are_seen_without_restarting(repo: LibraryRepo) -> None:
     assert [r.tag for r in store.releases().releases] == ["v1.2.0", "v1.1.0", "v1.0.0"]
 
 
+def test_tags_changed_after_the_tag_directory_settled_are_seen(repo: LibraryRepo) -> None:
+    """Once refs/tags has not changed for a while, the store looks only at the
+    directory's own times: every kind of change must still show."""
+    repo.write("a/b.yml", MINIMAL)
+    first = repo.commit()
+    repo.tag("v1.0.0")
+    second = repo.commit("more")
+    tags = os.path.join(repo.path, ".git", "refs", "tags")
+
+    def settle() -> None:
+        long_ago = os.stat(tags).st_mtime_ns - 60 * 10**9
+        os.utime(tags, ns=(long_ago, long_ago))
+
+    store = GitStore(repo.path, root=AGENTS)
+    settle()
+    assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
+    repo.tag("v1.1.0")
+    assert [r.tag for r in store.releases().releases] == ["v1.1.0", "v1.0.0"]
+    settle()
+    assert [r.tag for r in store.releases().releases] == ["v1.1.0", "v1.0.0"]
+    repo.git("tag", "-d", "v1.1.0")
+    assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
+    settle()
+    before = store.releases()
+    assert store.releases() is before  # nothing changed: the listing is not redone
+    repo.git("tag", "-f", "v1.0.0", second)
+    # A moved tag is listed again (the tag memory then keeps its first commit).
+    after = store.releases()
+    assert after is not before
+    assert [r.commit for r in after.releases] == [first]
+
+
 def test_tree_lists_only_regular_files_under_the_root(repo: LibraryRepo) -> None:
     repo.write("a/b.yml", MINIMAL)
     repo.write("_partials/p.jinja", "partial")
