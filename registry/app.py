@@ -31,6 +31,7 @@ from registry.rendering import RenderLimits
 from registry.safeyaml import YamlLimits
 from registry.service import RegistryService
 from registry.settings import Settings
+from registry.slowlane import SlowLane
 from registry.store import Store
 from registry.tagmemory import FileTagMemory, InMemoryTagMemory
 from registry.worktree import WorktreeStore
@@ -132,6 +133,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions[QUERY_PARAMETERS_KEY] = declared_query_parameters(app.url_map.iter_rules(), document)
     register_error_handlers(app)
     app.wsgi_app = BodyDeadline(  # type: ignore[method-assign]
-        app.wsgi_app, seconds=settings.body_seconds, max_bytes=settings.max_request_bytes
+        SlowLane(app.wsgi_app), seconds=settings.body_seconds, max_bytes=settings.max_request_bytes
     )
     return app

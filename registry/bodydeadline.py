@@ -6,7 +6,8 @@ of its body every few seconds would keep a greenlet, and a socket, for as
 long as it liked. ``BodyDeadline`` wraps the WSGI application and reads the
 whole body (at most one byte more than the largest accepted) within
 ``seconds``; a client that is slower is answered ``408 request-timeout``. The
-application then reads the body from memory.
+application then reads the body from memory, and ``registry.slowlane``
+knows its size before the application starts on it.
 
 The deadline is a ``gevent.Timeout``: it interrupts a read only where reads
 are cooperative, that is under the gevent worker (``prompt-registry serve``'s
@@ -24,6 +25,7 @@ import gevent
 
 from registry.errors import RequestTimeout
 from registry.problems import problem_response
+from registry.slowlane import BODY_BYTES_KEY
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -47,6 +49,7 @@ class BodyDeadline:
                 response = problem_response(error.slug, error.status, error.title, error.detail)
                 return response(environ, start_response)  # type: ignore[no-any-return]
             environ["wsgi.input"] = io.BytesIO(body)
+            environ[BODY_BYTES_KEY] = len(body)
         return self._app(environ, start_response)
 
     def _wanted(self, environ: dict[str, Any]) -> int:

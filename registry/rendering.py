@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
@@ -104,8 +105,42 @@ class RenderLimits:
         return 4 * self.max_output_bytes
 
 
+Pause = Callable[[float], None]
+"""Called now and then during a long render with the render's deadline (a
+``time.monotonic()`` value); see ``pausing``."""
+
+_pause: ContextVar[tuple[Pause, float] | None] = ContextVar("registry_render_pause", default=None)
+
+
+@contextmanager
+def pausing(pause: Pause, *, every: float) -> Iterator[None]:
+    """Renders started in this context call ``pause`` once they have run
+    ``every`` seconds, and again every ``every`` seconds after it.
+
+    A server whose requests share a thread (greenlets) uses it to let other
+    requests go between the slices of a long render; what ``pause`` does is
+    the server's business. The check rides on the clock reads the render
+    guard makes anyway, so a render that never runs long pays nothing.
+    """
+    token = _pause.set((pause, every))
+    try:
+        yield
+    finally:
+        _pause.reset(token)
+
+
 class _Budget:
-    __slots__ = ("limits", "iterations", "chars", "deadline", "max_iterations", "max_chars", "modules")
+    __slots__ = (
+        "limits",
+        "iterations",
+        "chars",
+        "deadline",
+        "checkpoint",
+        "pause",
+        "max_iterations",
+        "max_chars",
+        "modules",
+    )
 
     # Output does not read the clock: without loops, calls, filters,
     # includes or large operators (which all read it) a template prints at
@@ -115,7 +150,11 @@ class _Budget:
         self.limits = limits
         self.iterations = 0
         self.chars = 0
-        self.deadline = time.monotonic() + limits.max_seconds if deadline is None else deadline
+        now = time.monotonic()
+        self.deadline = now + limits.max_seconds if deadline is None else deadline
+        self.pause = _pause.get()
+        # The next time the clock matters: the deadline, or the next pause before it.
+        self.checkpoint = self.deadline if self.pause is None else min(self.deadline, now + self.pause[1])
         self.max_iterations = limits.max_iterations
         self.max_chars = limits.max_work_chars
         self.modules: dict[Template, TemplateModule] = {}  # imported partials, for this render only
@@ -146,8 +185,15 @@ class _Budget:
     def check_time(self) -> None:
         # Counting bounds how much a template does, not how slowly: a loop of
         # expensive filters stays within every count. The clock bounds the rest.
-        if time.monotonic() > self.deadline:
+        now = time.monotonic()
+        if now <= self.checkpoint:
+            return
+        if now > self.deadline:
             raise SecurityError(f"rendering took longer than {self.limits.max_seconds} seconds")
+        assert self.pause is not None  # the checkpoint is before the deadline only to pause
+        pause, every = self.pause
+        pause(self.deadline)
+        self.checkpoint = min(self.deadline, time.monotonic() + every)
 
 
 _budget: ContextVar[_Budget | None] = ContextVar("registry_render_budget", default=None)
@@ -437,9 +483,10 @@ def _counted(iterable: Iterable[Any]) -> Iterable[Any]:
     budget = _active_budget()
     for item in iterable:
         # budget.spend_iteration(), inlined: this runs for every item of every loop.
-        if budget.iterations >= budget.max_iterations or time.monotonic() > budget.deadline:
-            budget.spend_iteration()  # raises, naming the bound reached
-        budget.iterations += 1
+        if budget.iterations >= budget.max_iterations or time.monotonic() > budget.checkpoint:
+            budget.spend_iteration()  # raises naming the bound reached, or pauses
+        else:
+            budget.iterations += 1
         yield item
 
 

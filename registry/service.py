@@ -283,6 +283,11 @@ class RegistryService:
         """One agent rendered with ``inputs`` at a release."""
         return self.render_answer(self.get_agent(usecase, name, release=release), inputs)
 
+    @property
+    def render_limits(self) -> RenderLimits:
+        """The bounds every render of this service keeps."""
+        return self._render_limits
+
     def render_answer(self, answer: AgentAnswer, inputs: Any) -> RenderAnswer:
         """Render an agent already fetched with ``get_agent``."""
         try:

@@ -410,6 +410,45 @@ def test_templates_that_try_to_escape_the_sandbox_render_nothing_dangerous(
     assert "root:" not in json.dumps(body)
 
 
+_COUNTED = "the request body holds more than 20,000 values; inputs may hold at most 10,000"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "detail"),
+    [
+        # As large as a 1 MiB body allows; parsing them cost 8 and 44 ms.
+        ({"passages": [{"text": "abcdefg"}] * 33_000}, _COUNTED),
+        (
+            {"passages": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]] * 12_000},
+            _COUNTED,
+        ),
+        # Just over twice the budget, counted by commas alone (20,002), and by containers alone.
+        ({"numbers": [1] * 20_003}, _COUNTED),
+        ({"nested": [[]] * 20_002}, _COUNTED),
+        # Over the budget, not twice over (20,001 values, 20,000 commas):
+        # parsed, and refused by the budget in its own words, naming the input.
+        ({"numbers": [1] * 20_000}, "/numbers: inputs hold more than the limit of 10,000 values"),
+    ],
+    ids=["wide", "wide-and-deep", "commas", "containers", "past-the-count"],
+)
+def test_bodies_with_too_many_values_are_refused_before_parsing(
+    repo: LibraryRepo, inputs: dict[str, Any], detail: str
+) -> None:
+    client = client_for(repo.release("v1.0.0", {"a/any.yml": "name: Any\nprompt_templates:\n  user: hello\n"}))
+    body = _problem(client.post("/v1/agents/a/any/render", json={"inputs": inputs}), 422, "invalid-inputs")
+    assert body["detail"].startswith(detail)
+
+
+def test_commas_and_brackets_inside_strings_do_not_count_as_values(repo: LibraryRepo) -> None:
+    client = client_for(
+        repo.release("v1.0.0", {"a/count.yml": 'name: Count\nprompt_templates:\n  user: "{{ text | length }}"\n'})
+    )
+    text = '[{",' * 100_000 + "\\" * 1000  # 401,000 characters of commas, brackets, quotes and backslashes
+    response = client.post("/v1/agents/a/count/render", json={"inputs": {"text": text}})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.get_json()["messages"][0]["content"] == str(len(text))
+
+
 def test_render_output_over_the_cap_is_a_render_error(repo: LibraryRepo) -> None:
     client = client_for(
         repo.release("v1.0.0", {"a/big.yml": "name: Big\nprompt_templates:\n  user: \"{{ 'x' * 2000 }}\"\n"}),

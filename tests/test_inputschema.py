@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from registry.inputschema import (
     InputsSchema,
     SchemaProblem,
     _read_alike,
+    holds_more_values,
     measure,
 )
 
@@ -533,3 +535,47 @@ def test_unique_items_means_what_it_means_to_jsonschema(items: list[Any]) -> Non
 def test_unique_items_agrees_with_jsonschema_on_any_json(items: list[Any]) -> None:
     raw = {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/any"}, "$defs": {"any": {}}}
     assert (InputsSchema(raw).issues(items) == []) == Draft202012Validator(raw).is_valid(items), items
+
+
+def _structure(value: Any, *, top: bool = True) -> tuple[int, int]:
+    """Commas outside strings, and arrays and objects below the top, of
+    ``json.dumps(value)``: what holds_more_values counts."""
+    if isinstance(value, (list, dict)):
+        members = list(value.values()) if isinstance(value, dict) else value
+        commas, containers = max(len(members) - 1, 0), 0 if top else 1
+        for member in members:
+            more_commas, more_containers = _structure(member, top=False)
+            commas, containers = commas + more_commas, containers + more_containers
+        return commas, containers
+    return 0, 0
+
+
+# Strings full of what the scan looks for: quotes, escapes, commas, brackets.
+_TRICKY_TEXT = st.text(alphabet=st.sampled_from(list('",[]{}\\:ab\n\u00e9\ud83d\ude42')), max_size=8)
+_TRICKY_JSON = st.recursive(
+    st.none() | st.integers() | _TRICKY_TEXT,
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(_TRICKY_TEXT, children, max_size=5),
+    max_leaves=40,
+)
+
+
+@given(_TRICKY_JSON, st.integers(min_value=0, max_value=12), st.booleans(), st.sampled_from([None, 1]))
+@settings(max_examples=600, deadline=None)
+def test_values_counted_before_parsing_match_the_structure(
+    value: Any, limit: int, ascii_only: bool, indent: int | None
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode("utf-8", "surrogatepass")
+    commas, containers = _structure(value)
+    assert holds_more_values(text, limit) == (max(commas, containers) > limit)
+    if holds_more_values(text, limit):
+        assert measure(value, max_values=limit) is not None  # never refuses what measure accepts
+
+
+def test_commas_and_brackets_inside_strings_are_not_counted() -> None:
+    text = json.dumps({"inputs": {"diff": ",[{" * 50_000, "quoted": '\\",[' * 1000}}).encode()
+    assert not holds_more_values(text, 10)
+
+
+def test_unbalanced_text_is_left_to_the_parser() -> None:
+    assert not holds_more_values(b"[" * 100_000, 10)
+    assert not holds_more_values(b'{"inputs": [' + b"1," * 50_000, 10)

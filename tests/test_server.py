@@ -161,3 +161,47 @@ def test_a_body_not_sent_within_the_deadline_is_answered_408() -> None:
     assert b"Content-Type: application/problem+json" in head
     problem = json.loads(body)
     assert problem["type"] == "/problems/request-timeout" and problem["status"] == 408
+
+
+_SPINNING_AGENT = """\
+name: Spins until its clock runs out
+prompt_templates:
+  user: "{% for i in range(90000) %}{{ ('ab' * 20000) | replace('a', 'c') | length }}{% endfor %}"
+"""
+
+
+def test_a_long_render_lets_other_requests_through_between_its_slices(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One gevent worker: a render that computes for seconds must not hold
+    every other request of its worker until it is done (registry.slowlane)."""
+    agents = tmp_path / "ai_gateway" / "agents" / "slow"
+    agents.mkdir(parents=True)
+    (agents / "spin.yml").write_text(_SPINNING_AGENT)
+    (agents / "quick.yml").write_text("name: Quick\nprompt_templates:\n  user: hello\n")
+    environment = {**_quiet_environment(), "REGISTRY_MAX_RENDER_SECONDS": "4"}
+    with RegistryProcess("--worktree", str(tmp_path), env=environment) as server:
+        rendered = threading.Event()
+        answers: list[int] = []
+
+        def render() -> None:
+            request = urllib.request.Request(
+                server.base + "/v1/agents/slow/spin/render?release=worktree", data=b"{}", method="POST"
+            )
+            request.add_header("Content-Type", "application/json")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    answers.append(response.status)
+            except urllib.error.HTTPError as refused:  # the render's clock ran out: 422, as it may
+                answers.append(refused.code)
+            rendered.set()
+
+        spinner = threading.Thread(target=render)
+        spinner.start()
+        time.sleep(0.5)  # the render is under way: it computes for seconds
+        try:
+            for _ in range(5):
+                with urllib.request.urlopen(server.base + "/v1/agents/slow/quick?release=worktree", timeout=30) as r:
+                    assert r.status == 200
+            assert not rendered.is_set(), "the GETs waited for the render to finish"
+        finally:
+            spinner.join(timeout=60)
+        assert answers and answers[0] in (200, 422)
