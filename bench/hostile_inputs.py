@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.make_library import small_library  # noqa: E402
-from registry.app import create_app  # noqa: E402
+from registry.serving.app import create_app  # noqa: E402
 from registry.settings import Settings  # noqa: E402
 from tests.servers import RegistryProcess, clean_environment  # noqa: E402
 

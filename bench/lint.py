@@ -8,7 +8,7 @@ Builds a library of 5,000 definitions (the bundled library's agents copied
 across 50 usecases of 100 agents, with its partials) in a temporary
 directory, then times, in the same run and alternating, the baseline (reading
 every file and parsing it with ``yaml.safe_load``, the least any checker
-does) and ``registry.lint.lint``. Target: lint under 30 s on 2 cores.
+does) and ``registry.authoring.lint.lint``. Target: lint under 30 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from registry.lint import lint  # noqa: E402
+from registry.authoring.lint import lint  # noqa: E402
 
 BUNDLED = ROOT / "library" / "ai_gateway" / "agents"
 ROUNDS = 3

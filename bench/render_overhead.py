@@ -23,7 +23,7 @@ from functools import partial
 import jinja2
 import jinja2.sandbox
 
-from registry.app import build_service
+from registry.serving.app import build_service
 from registry.settings import BUNDLED_LIBRARY, Settings
 
 TOOLS = [

@@ -1,0 +1,16 @@
+"""prompt-registry: a git-native, release-pinned registry of agent definitions.
+
+The package, by concern (each subpackage's docstring says what it owns and
+what it may import; data flows down this list, never up):
+
+- ``errors``, ``models``, ``settings``: the exception tree, plain data
+  shared by every layer, and the one frozen configuration object;
+- ``rendering``: the Jinja sandbox and its render budget;
+- ``agents``: agents at run time (output parsers);
+- ``format``: the definition format: schema, YAML, model, inputs, bundles;
+- ``store``: releases and their files, from git or a directory;
+- ``serving``: the service, the HTTP API and the WSGI server;
+- ``authoring``: lint, examples, diff, scaffolding;
+- ``client``: the gateway's client, which imports no server dependency;
+- ``cli``: the ``prompt-registry`` command.
+"""

@@ -2,6 +2,6 @@
 
 import sys
 
-from registry.cli import main
+from registry.cli.main import main
 
 sys.exit(main())

@@ -38,7 +38,7 @@ import time.
 
 With neither a repository nor a worktree, ``create_app`` serves the bundled
 ``library/`` as a worktree; the CLI chooses its library by its own rule
-(``registry.cli``).
+(``registry.cli.main``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from registry.errors import ConfigurationError
-from registry.mirror import redact
+from registry.store.mirror import redact
 
 # registry/library links to the checkout's library/ and is a copy of it in a
 # wheel (package data): the same path either way.

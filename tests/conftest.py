@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from registry.app import create_app
+from registry.serving.app import create_app
 from registry.settings import Settings
 from tests.redis_server import RedisServer
 

@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 from werkzeug.test import TestResponse
 
-from registry.app import openapi_document
+from registry.serving.app import openapi_document
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app
 
@@ -520,7 +520,7 @@ def test_concurrent_requests_for_different_releases_never_mix_answers(app, relea
 
 def test_every_error_class_has_a_described_and_documented_problem_type() -> None:
     from registry.errors import ERRORS_BY_SLUG
-    from registry.problems import PROBLEM_DESCRIPTIONS
+    from registry.serving.problems import PROBLEM_DESCRIPTIONS
 
     documented = set(openapi_document()["components"]["schemas"]["Problem"]["properties"]["type"]["enum"])
     for slug in ERRORS_BY_SLUG:
@@ -963,7 +963,7 @@ def test_every_route_refuses_an_unknown_query_parameter(admin_app: Flask) -> Non
 
 
 def test_every_documented_query_parameter_is_accepted_and_read_by_its_route(admin_app: Flask) -> None:
-    """Each route accepts exactly what registry/openapi.yaml declares: valid values answer 2xx,
+    """Each route accepts exactly what registry/serving/openapi.yaml declares: valid values answer 2xx,
     and an empty value for any one parameter is refused naming it, so the view reads it."""
     client = admin_app.test_client()
     document = openapi_document()

@@ -12,7 +12,7 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from registry.cache import AgentKey, MemoryTier, ReleaseEventsChannel, content_format, redis_key
+from registry.serving.cache import AgentKey, MemoryTier, ReleaseEventsChannel, content_format, redis_key
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, make_app
 from tests.redis_server import RedisServer, SentinelServer, free_port
@@ -159,7 +159,7 @@ def test_prefixes_keep_registries_apart(make_redis_app: Any, redis_url: str) -> 
 
 
 def test_a_redis_that_never_answers_at_startup(make_redis_app: Any, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="registry.cache")
+    caplog.set_level(logging.WARNING, logger="registry.serving.cache")
     app = make_redis_app(f"redis://127.0.0.1:{free_port()}/0")
     client = app.test_client()
     for release in ("v1.0.0", "v1.1.0", "^1", "latest"):
@@ -174,7 +174,7 @@ def test_a_redis_that_never_answers_at_startup(make_redis_app: Any, caplog: pyte
 def test_redis_killed_mid_run_and_restarted(
     released_repo: LibraryRepo, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="registry.cache")
+    caplog.set_level(logging.WARNING, logger="registry.serving.cache")
     app = make_app(Settings(repo=str(released_repo.path), redis_url=own_redis.url))
     service = app.extensions["prompt_registry.service"]
     client = app.test_client()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from registry.channels import ChannelTable
 from registry.errors import ReleaseNotFound
-from registry.releases import ReleaseIndex, release_for_tag
+from registry.store.channels import ChannelTable
+from registry.store.releases import ReleaseIndex, release_for_tag
 
 INDEX = ReleaseIndex.from_releases(
     r for i, tag in enumerate(("v1.4.2", "v1.5.0", "v2.0.0-rc.1")) if (r := release_for_tag(tag, f"{i:040x}"))

@@ -510,7 +510,7 @@ class _Terminal(io.StringIO):
 
 
 def test_colour_on_a_terminal_unless_no_color_is_set_and_not_empty(monkeypatch: pytest.MonkeyPatch) -> None:
-    from registry.terminal import use_colour
+    from registry.cli.terminal import use_colour
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     assert use_colour(_Terminal()) and not use_colour(io.StringIO())

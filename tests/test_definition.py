@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-import registry.inputschema
-import registry.rendering
-from registry.definition import CompiledAgent, compile_definition, definition_digest
+import registry.format.inputschema
+import registry.rendering.sandbox
 from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, RegistryError, RenderError
+from registry.format.definition import CompiledAgent, compile_definition, definition_digest
+from registry.format.safeyaml import parse_yaml
 from registry.models import Issue, Message
-from registry.rendering import RenderLimits, TemplateEnvironment
-from registry.safeyaml import parse_yaml
+from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 
 FILE = "chat/agent.yml"
 PARTIALS = {
@@ -610,7 +610,7 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock(step=0.01)
-    for module in (registry.inputschema, registry.rendering):
+    for module in (registry.format.inputschema, registry.rendering.sandbox):
         monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=fake.monotonic))
     return fake
 

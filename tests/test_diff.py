@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from registry.diff import classify, required_bump
-from registry.service import RegistryService
+from registry.authoring.diff import classify, required_bump
+from registry.serving.service import RegistryService
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, make_app
 from tests.servers import CLI, clean_environment
@@ -222,7 +222,7 @@ def test_the_ci_templates_call_real_commands() -> None:
 
     import yaml
 
-    from registry.cli import _parser
+    from registry.cli.main import _parser
 
     root = Path(__file__).resolve().parent.parent
     commands = []
@@ -374,7 +374,7 @@ def test_render_hints_at_quoting_a_value_read_as_json(repo: LibraryRepo) -> None
 
 
 def test_diff_text_is_coloured_only_when_asked(base_repo: LibraryRepo) -> None:
-    from registry.authoring import diff_text
+    from registry.authoring.commands import diff_text
 
     base_repo.release("v1.1.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "terse")})
     diff = _service(base_repo).diff("v1.0.0", "v1.1.0")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from registry.examples import run_examples
-from registry.lint import lint
+from registry.authoring.examples import run_examples
+from registry.authoring.lint import lint
 from tests.servers import CLI, clean_environment
 
 AGENTS = "ai_gateway/agents"
@@ -185,7 +185,7 @@ def test_a_definition_whose_examples_cannot_be_checked_fails_the_run(tmp_path: P
 
 
 def test_report_text_is_coloured_only_when_asked_and_counts_in_words(tmp_path: Path) -> None:
-    from registry.examples import report_text
+    from registry.authoring.examples import report_text
 
     base = _library(
         tmp_path,

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from registry.errors import StoreError
-from registry.gitstore import GitStore
+from registry.store.git import GitStore
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo
 
 

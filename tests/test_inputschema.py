@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from registry.inputschema import (
+from registry.format.inputschema import (
     MAX_VALIDATED_CHARS,
     MAX_VALIDATED_DEPTH,
     MAX_VALIDATED_VALUES,

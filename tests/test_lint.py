@@ -10,12 +10,12 @@ from xml.etree import ElementTree
 
 import pytest
 
+from registry.authoring.lint import RULES, LintReport, lint, open_worktree_catalog
+from registry.authoring.lintformat import as_codequality, as_json, as_junit, as_text
 from registry.errors import RenderError
-from registry.lint import RULES, LintReport, lint, open_worktree_catalog
-from registry.lintformat import as_codequality, as_json, as_junit, as_text
-from registry.loading import LoadedAgent
-from registry.rendering import RenderLimits
-from registry.safeyaml import YamlLimits
+from registry.format.loading import LoadedAgent
+from registry.format.safeyaml import YamlLimits
+from registry.rendering.sandbox import RenderLimits
 from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
 from tests.servers import CLI, clean_environment
 

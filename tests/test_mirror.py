@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from registry.mirror import GitMirror, SyncError, redact
+from registry.store.mirror import GitMirror, SyncError, redact
 from tests.conftest import MINIMAL, Upstream, eventually
 
 SECRET = "hook-secret"
@@ -295,7 +295,7 @@ def test_a_stale_ref_lock_is_cleared_and_every_pushed_tag_is_fetched(
     _age([lock], 3600)
     upstream.publish("v1.3.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "kind")})
     upstream.publish("v1.4.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "calm")})
-    caplog.set_level(logging.INFO, logger="registry.mirror")
+    caplog.set_level(logging.INFO, logger="registry.store.mirror")
 
     assert app.extensions["prompt_registry.service"].syncer.sync_now()
     assert _tags(client) == ["v1.4.0", "v1.3.0", "v1.2.0"]
@@ -369,7 +369,7 @@ def test_readyz_is_not_ready_once_syncs_have_failed_for_longer_than_the_limit(
     metrics = client.get("/metrics").get_data(as_text=True)
     assert 'prompt_registry_readiness{state="sync-failing"} 1.0' in metrics
     assert 'prompt_registry_readiness{state="ready"} 0.0' in metrics
-    assert any("failed for" in r.getMessage() for r in caplog.records if r.name == "registry.service")
+    assert any("failed for" in r.getMessage() for r in caplog.records if r.name == "registry.serving.service")
     # What was fetched is still served to whoever asks.
     assert client.get("/v1/agents/chat/minimal").status_code == 200
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from registry.agents.parsers import FinalAnswer, OutputParser, ParseError, ToolCall
 from registry.client import RegistryClient
-from registry.parsers import FinalAnswer, OutputParser, ParseError, ToolCall
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app
 from tests.servers import CLI, clean_environment
@@ -448,8 +448,8 @@ def test_declared_tools_are_supplied_to_templates(repo: LibraryRepo) -> None:
 
 
 def test_the_bundled_library_has_every_type_and_its_examples_pass() -> None:
-    from registry.examples import run_examples
-    from registry.lint import lint
+    from registry.authoring.examples import run_examples
+    from registry.authoring.lint import lint
 
     root = LIBRARY.parent.parent
     assert lint(root).errors == 0

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry.errors import InvalidRequest, ReleaseNotFound
-from registry.releases import (
+from registry.store.releases import (
     ExactSelector,
     LatestSelector,
     ReleaseIndex,

@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from registry.events import ReleaseEvents
+from registry.serving.events import ReleaseEvents
 from tests.conftest import MINIMAL, Upstream, eventually
 from tests.redis_server import RedisServer
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from registry.format.safeyaml import Position, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, json_pointer
-from registry.safeyaml import Position, YamlDocument, YamlError, YamlLimits, parse_yaml
 
 
 def _issues(data: bytes, *, limits: YamlLimits = YamlLimits()) -> list[Issue]:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidInputs, InvalidRequest, ReleaseNotFound
-from registry.gitstore import GitStore
-from registry.service import RegistryService
-from registry.worktree import WorktreeStore
+from registry.serving.service import RegistryService
+from registry.store.git import GitStore
+from registry.store.worktree import WorktreeStore
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from registry.errors import StoreError
-from registry.tagmemory import FileTagMemory, InMemoryTagMemory
+from registry.store.tagmemory import FileTagMemory, InMemoryTagMemory
 from tests.conftest import MINIMAL, LibraryRepo, client_for
 
 

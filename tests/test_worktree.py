@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 
 from registry.errors import StoreError
 from registry.settings import Settings
-from registry.worktree import WorktreeStore
+from registry.store.worktree import WorktreeStore
 from tests.conftest import AGENTS, MINIMAL, make_app
 
 

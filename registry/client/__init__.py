@@ -12,7 +12,7 @@ GitPython) nor its modules: rendering, models and errors are the ones the
 server uses, so a local render is the server's render. See docs/client.md.
 """
 
-from registry.bundle import Bundle
+from registry.agents.parsers import FinalAnswer, ParseError, ParseResult, ToolCall
 from registry.client.agent import Agent, Source
 from registry.client.aio import AsyncRegistryClient
 from registry.client.core import Releases, RetryPolicy
@@ -30,8 +30,8 @@ from registry.errors import (
     RenderError,
     Unauthorized,
 )
+from registry.format.bundle import Bundle
 from registry.models import Message, Prompt, Release, Resolution
-from registry.parsers import FinalAnswer, ParseError, ParseResult, ToolCall
 
 __all__ = [
     "Agent",

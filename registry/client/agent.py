@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from registry.definition import CompiledAgent, compile_definition
+from registry.agents.parsers import ParseResult
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, RenderError
+from registry.format.definition import CompiledAgent, compile_definition
 from registry.models import Prompt, Resolution
-from registry.parsers import ParseResult
-from registry.rendering import RenderLimits, TemplateEnvironment
+from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 
 _LIMITS = RenderLimits()  # the server's defaults: client and server fail alike
 

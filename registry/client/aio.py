@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 
-from registry.bundle import Bundle
 from registry.client.agent import Agent
 from registry.client.cache import CacheKey, Entry
 from registry.client.core import (
@@ -23,6 +22,7 @@ from registry.client.core import (
     RetryPolicy,
 )
 from registry.errors import RegistryUnavailable
+from registry.format.bundle import Bundle
 from registry.models import Prompt, Resolution
 
 

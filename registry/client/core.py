@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 import httpx
 
-from registry.bundle import Bundle
 from registry.client.agent import Agent, _Compilation, as_request_json
 from registry.client.cache import AgentCache, CacheKey, Entry
 from registry.errors import (
@@ -32,8 +31,9 @@ from registry.errors import (
     RenderError,
     Unauthorized,
 )
+from registry.format.bundle import Bundle
 from registry.models import Issue, Message, Prompt, Release, Resolution
-from registry.releases import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
+from registry.store.releases import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
 
 log = logging.getLogger("registry.client")
 

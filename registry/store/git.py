@@ -24,11 +24,11 @@ import git
 from cachetools import LRUCache
 from gitdb.util import hex_to_bin
 
-from registry.channels import ChannelTable
 from registry.errors import ReleaseNotFound, StoreError
 from registry.models import Release
-from registry.releases import ReleaseIndex, parse_version, release_for_tag
-from registry.tagmemory import InMemoryTagMemory, TagMemory
+from registry.store.channels import ChannelTable
+from registry.store.releases import ReleaseIndex, parse_version, release_for_tag
+from registry.store.tagmemory import InMemoryTagMemory, TagMemory
 
 log = logging.getLogger(__name__)
 

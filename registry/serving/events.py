@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import redis
 
-from registry.cache import RedisTier, ReleaseEventsChannel, connect, redis_key
-from registry.metrics import Metrics
+from registry.serving.cache import RedisTier, ReleaseEventsChannel, connect, redis_key
+from registry.serving.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 resolves the requested release to one commit first and then answers entirely
 from that commit's catalog, so an answer is never mixed from two releases.
 Loaded agents are cached by commit and path in the content tiers
-(``registry.cache``): a commit's content never changes, so there is nothing
+(``registry.serving.cache``): a commit's content never changes, so there is nothing
 to invalidate, only bounds. What a range, ``latest`` or a channel resolves to
 is a pointer: it is cached next to the release index it was worked out from,
 and a new index (a tag pushed, fetched, moved) replaces it.
@@ -17,7 +17,7 @@ syncer's ``failing_limit``, while requests go on being answered from what was
 fetched.
 
 With a remote and a Redis, replicas announce release changes to each other
-(``registry.events``): a worker that hears one fetches at once, and answers
+(``registry.serving.events``): a worker that hears one fetches at once, and answers
 pointer requests only after that fetch (up to ``CATCH_UP_SECONDS``), so that
 no replica resolves a range to an outdated release once it has heard. A fetch
 that failed is announced too when it changed what the replica serves. A
@@ -39,10 +39,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from registry.bundle import BundleRelease, encode_bundle
-from registry.cache import AgentKey, ContentCache, MemoryTier
-from registry.channels import ChannelTable
-from registry.diff import LibraryDiff, diff_catalogs
+from registry.authoring.diff import LibraryDiff, diff_catalogs
 from registry.errors import (
     AgentNotFound,
     InvalidDefinition,
@@ -53,15 +50,18 @@ from registry.errors import (
     RenderError,
     StoreError,
 )
-from registry.events import ReleaseChange, ReleaseEvents
-from registry.loading import LoadedAgent, ReleaseCatalog, check_agent_name
-from registry.metrics import Metrics
-from registry.mirror import NOT_SYNCED, SYNC_FAILING, Syncer, SyncStatus
+from registry.format.bundle import BundleRelease, encode_bundle
+from registry.format.loading import LoadedAgent, ReleaseCatalog, check_agent_name
+from registry.format.safeyaml import YamlLimits
 from registry.models import AgentSummary, Prompt, Release, Resolution
-from registry.releases import ChannelSelector, ExactSelector, ReleaseIndex, Selector, parse_selector
-from registry.rendering import RenderLimits
-from registry.safeyaml import YamlLimits
-from registry.store import Store
+from registry.rendering.sandbox import RenderLimits
+from registry.serving.cache import AgentKey, ContentCache, MemoryTier
+from registry.serving.events import ReleaseChange, ReleaseEvents
+from registry.serving.metrics import Metrics
+from registry.store.channels import ChannelTable
+from registry.store.mirror import NOT_SYNCED, SYNC_FAILING, Syncer, SyncStatus
+from registry.store.protocol import Store
+from registry.store.releases import ChannelSelector, ExactSelector, ReleaseIndex, Selector, parse_selector
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ class RegistryService:
         return self._catalog(release)
 
     def export_bundle(self, release: str | None = None) -> tuple[Resolution, bytes]:
-        """Every agent and partial of a release as a bundle file (``registry.bundle``)."""
+        """Every agent and partial of a release as a bundle file (``registry.format.bundle``)."""
         resolution = self.resolve(release)
         catalog = self._catalog(resolution.release)
         agents, invalid = [], []

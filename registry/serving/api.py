@@ -1,7 +1,7 @@
 """The HTTP API: parse the request, call one service method, serialise.
 
 Views know nothing of git, YAML or Jinja; errors are raised as
-``RegistryError`` and answered by ``registry.problems``.
+``RegistryError`` and answered by ``registry.serving.problems``.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from werkzeug.routing import PathConverter, Rule
 
 from registry.errors import InvalidInputs, InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
-from registry.inputschema import holds_more_values
-from registry.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from registry.metrics import SyncFacts
+from registry.format.inputschema import holds_more_values
 from registry.models import Issue, Resolution, close_matches, did_you_mean, encode_json
-from registry.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
-from registry.rendering import RENDER_SEMANTICS
-from registry.service import RegistryService
+from registry.rendering.sandbox import RENDER_SEMANTICS
+from registry.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from registry.serving.metrics import SyncFacts
+from registry.serving.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
+from registry.serving.service import RegistryService
+from registry.serving.webhooks import is_authentic
 from registry.settings import Settings
-from registry.webhooks import is_authentic
 
 bp = Blueprint("api", __name__)
 
@@ -98,7 +98,7 @@ def _refuse_unknown_parameters() -> None:
 
     A misspelt ``relase`` would otherwise be ignored and the latest release
     served instead of the pinned one. What each route takes comes from
-    registry/openapi.yaml (``declared_query_parameters``), so the document
+    registry/serving/openapi.yaml (``declared_query_parameters``), so the document
     and the code cannot disagree. No parameter of this API takes more than
     one value, so a repeated one is ambiguous rather than a list.
     """
@@ -492,7 +492,7 @@ def _render_inputs() -> Any:
         return {}
     limit = _service().render_limits.max_input_values
     # Parsing a megabyte of small arrays costs tens of milliseconds
-    # (registry.slowlane); a body with twice the budget is refused unparsed.
+    # (registry.serving.slowlane); a body with twice the budget is refused unparsed.
     # Below that, measuring the parsed inputs names the input that is over.
     # The body's one member, inputs, is itself a value below its top.
     if len(data) > _SCANNED_BODY_BYTES and _is_utf8(data) and holds_more_values(data, 2 * limit + 1):

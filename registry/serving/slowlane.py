@@ -10,7 +10,7 @@ gateway's ``GET`` waits behind all of them.
 ``SlowLane`` gives each worker one lane for such work. A request enters it
 before its application code runs when its body is larger than
 ``HEAVY_BODY_BYTES``, and a render enters it once it has run
-``SLICE_SECONDS`` (``registry.rendering.pausing``). In the lane a request
+``SLICE_SECONDS`` (``registry.rendering.sandbox.pausing``). In the lane a request
 waits for its turn, one at a time, and a long render yields after each
 slice, so that every cheap request ready in the meantime goes first. A
 request in the lane holds its turn until it is answered; waiting for a turn
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from registry.rendering import pausing
+from registry.rendering.sandbox import pausing
 
 # A render request of a few kilobytes parses in microseconds; one of 64 KiB
 # or more costs milliseconds (a 1 MiB body of small objects: 8 ms to parse).
@@ -36,7 +36,7 @@ HEAVY_BODY_BYTES = 64 * 1024
 # turns lasts after that: about twenty cheap requests.
 SLICE_SECONDS = 0.005
 BODY_BYTES_KEY = "registry.body_bytes"
-"""The WSGI environ key under which ``registry.bodydeadline`` leaves the
+"""The WSGI environ key under which ``registry.serving.bodydeadline`` leaves the
 size of the body it read."""
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -47,7 +47,7 @@ class SlowLane:
 
     def __init__(self, app: WSGIApp) -> None:
         self._app = app
-        # Created after gevent patched the standard library (registry.geventserve),
+        # Created after gevent patched the standard library (registry.serving.geventserve),
         # this is gevent's semaphore under gevent workers: waiting yields.
         self._turn = threading.BoundedSemaphore(1)
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from cachetools import LRUCache
 
-from registry.channels import ChannelTable
 from registry.errors import StoreError
 from registry.models import Release
-from registry.releases import WORKTREE_TAG, ReleaseIndex
+from registry.store.channels import ChannelTable
+from registry.store.releases import WORKTREE_TAG, ReleaseIndex
 
 # Files larger than this are kept as their size only: the loader refuses them
 # by size, so there is no reason to hold their bytes.

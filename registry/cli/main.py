@@ -35,21 +35,21 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from registry import authoring
-from registry.bundle import Bundle
-from registry.checkout import Library, configured_root, existing_directory, find_library
+from registry.authoring import commands
+from registry.authoring.examples import GOLDEN_SUFFIX, report_text, run_examples
+from registry.authoring.lint import find_agents_root, lint
+from registry.authoring.lintformat import FORMATS, render_report
+from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
-from registry.examples import GOLDEN_SUFFIX, report_text, run_examples
-from registry.lint import find_agents_root, lint
-from registry.lintformat import FORMATS, render_report
-from registry.metricsdir import prepare_metrics_directory
-from registry.mirror import redact
+from registry.format.bundle import Bundle
 from registry.models import location, plural
+from registry.serving.metricsdir import prepare_metrics_directory
 from registry.settings import DEFAULT_ROOT, Settings
-from registry.terminal import use_colour
+from registry.store.checkout import Library, configured_root, existing_directory, find_library
+from registry.store.mirror import redact
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from registry.serving.service import RegistryService
 
 
 LIBRARY_HELP = "the prompt library, a git checkout (default: the one holding the current directory) [REGISTRY_REPO]"
@@ -331,17 +331,17 @@ def _temporary_directory(prefix: str) -> Iterator[str]:
 
 def _example_repository(stack: ExitStack) -> str:
     """The example repository, in a temporary directory removed afterwards."""
-    from registry.example import build_example_repository
+    from registry.store.example import build_example_repository
 
     return str(build_example_repository(Path(stack.enter_context(_temporary_directory("prompt-registry-example-")))))
 
 
 def _serve(settings: Settings) -> int:
-    # Before registry.app (which imports prometheus_client): metrics from
+    # Before registry.serving.app (which imports prometheus_client): metrics from
     # every worker process are added up through this directory.
     prepare_metrics_directory()
-    from registry.app import build_service
-    from registry.server import RegistryServer
+    from registry.serving.app import build_service
+    from registry.serving.server import RegistryServer
 
     _check_port_is_free(settings.host, settings.port)
     # Open the store once before forking, so that a wrong path fails here
@@ -371,18 +371,18 @@ def _worker_class(args: argparse.Namespace) -> str:
 
 
 def _gevent_patched() -> bool:
-    from registry.geventserve import patched
+    from registry.serving.geventserve import patched
 
     return patched()
 
 
 def _exec_patched_for_gevent() -> NoReturn:
     """Run this command again in a fresh interpreter that patches the standard
-    library for gevent first (``registry.geventserve``): same arguments, same
+    library for gevent first (``registry.serving.geventserve``): same arguments, same
     environment, same process id, so signals reach gunicorn's master."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "registry.geventserve", *sys.argv[1:]])
+    os.execv(sys.executable, [sys.executable, "-m", "registry.serving.geventserve", *sys.argv[1:]])
 
 
 def _check_port_is_free(host: str, port: int) -> None:
@@ -600,7 +600,7 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         library = _required_library(args.repo, configured_root(args.root))
         settings = Settings.from_env(repo=library.path, worktree="", remote="", root=library.root)
         if args.command == "diff":
-            return authoring.diff_command(
+            return commands.diff_command(
                 library.path,
                 settings,
                 args.source,
@@ -608,27 +608,27 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
                 as_json=args.format == "json",
                 colour=use_colour(sys.stdout),
             )
-        return authoring.check_release_command(
+        return commands.check_release_command(
             library.path, settings, args.next_version, against=args.against, ref=args.ref
         )
     if args.command == "new":
         library = _files_library(args)
-        return authoring.scaffold(args.agent, library.path, root=library.root)
+        return commands.scaffold(args.agent, library.path, root=library.root)
     if args.command == "parse":
         settings = _settings(args, stack, release=bool(args.release))
         if args.deprecated_reply_file:
             print("prompt-registry: --output-file is deprecated; use --reply-file", file=sys.stderr)
         reply = args.reply_file or args.deprecated_reply_file
-        return authoring.parse_command(args.agent, settings, reply, release=args.release)
+        return commands.parse_command(args.agent, settings, reply, release=args.release)
     if args.command == "render":
-        return authoring.render_command(
+        return commands.render_command(
             args.agent,
             _settings(args, stack, release=bool(args.release)),
             release=args.release,
-            inputs=authoring.parse_inputs(args.input, args.inputs_file),
+            inputs=commands.parse_inputs(args.input, args.inputs_file),
             as_json=args.format == "json",
         )
-    from registry.app import build_service
+    from registry.serving.app import build_service
 
     service = build_service(_settings(args, stack))
     try:

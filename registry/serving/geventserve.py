@@ -5,7 +5,7 @@ must come before anything binds what it replaces: GitPython imports
 ``subprocess.Popen`` by name, and once it has the unpatched one every git
 call from a patched worker fails. The command line has imported far too
 much by the time it knows it is serving, so it runs this module in a fresh
-interpreter instead (``python -m registry.geventserve serve ...``, the same
+interpreter instead (``python -m registry.serving.geventserve serve ...``, the same
 arguments and environment, the same process id), which patches and then
 runs the command line again.
 
@@ -36,7 +36,7 @@ def patched() -> bool:
 
 def main() -> int:
     monkey.patch_all()
-    from registry.cli import main as command_line
+    from registry.cli.main import main as command_line
 
     return command_line()
 

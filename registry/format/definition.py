@@ -1,13 +1,13 @@
 """Agent definitions: validating one and compiling it into something that renders.
 
 Shared by the server and the client. The input is a definition already read
-into JSON-compatible data (the server reads YAML with ``registry.safeyaml``;
+into JSON-compatible data (the server reads YAML with ``registry.format.safeyaml``;
 the client receives JSON); positions, when known, turn JSON paths into file
 lines. ``compile_definition`` reports every problem at once:
 
 - the JSON Schema (``schemas/agent-definition.v1.schema.json``), with a
   "did you mean" hint for misspelt keys;
-- every template compiles in the sandbox (``registry.rendering``);
+- every template compiles in the sandbox (``registry.rendering.sandbox``);
 - every include, import and extends with a literal name exists in the same
   release, and the partials it names compile;
 - when ``inputs`` is declared: it is a valid JSON Schema, and every variable
@@ -18,7 +18,7 @@ can reach and the rendering semantics: equal digests render identically.
 
 Rendering takes inputs from callers: before any schema work they are measured
 against the input budget of the ``RenderLimits`` (values, nesting, text;
-``registry.inputschema.measure``), and validating them and rendering share
+``registry.format.inputschema.measure``), and validating them and rendering share
 one clock.
 """
 
@@ -37,11 +37,12 @@ from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from registry.agents.parsers import OutputParser
 from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, summarize
-from registry.inputschema import Deadline, InputsSchema, SchemaProblem, measure
+from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
+from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
-from registry.parsers import OutputParser
-from registry.rendering import (
+from registry.rendering.sandbox import (
     RENDER_SEMANTICS,
     CompiledTemplate,
     RenderLimits,
@@ -51,11 +52,10 @@ from registry.rendering import (
     normalize_include_name,
     render_messages,
 )
-from registry.safeyaml import JsonPath, YamlDocument
 
 # registry/schemas links to the top-level schemas/, so that an installed
 # package (a gateway installing only the client) carries the schema too.
-SCHEMA_FILE = Path(__file__).parent / "schemas" / "agent-definition.v1.schema.json"
+SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "agent-definition.v1.schema.json"
 _MAX_MESSAGE = 300
 
 

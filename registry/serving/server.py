@@ -8,9 +8,9 @@ applies the same options when gunicorn is run directly.
 Workers are gevent's by default: each connection is a greenlet, so a client
 that sends its request slowly (or not at all) holds a socket, not one of a
 few threads. gunicorn bounds the time a client takes over its headers
-(``keepalive``), ``registry.bodydeadline`` the time over its body. The
+(``keepalive``), ``registry.serving.bodydeadline`` the time over its body. The
 standard library must be patched before the registry is imported
-(``registry.geventserve``). ``REGISTRY_WORKER_CLASS=gthread`` keeps the
+(``registry.serving.geventserve``). ``REGISTRY_WORKER_CLASS=gthread`` keeps the
 thread-per-request workers, whose reads have no deadline.
 
 Each worker process builds its own application (and so its own git
@@ -32,8 +32,8 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
-from registry.app import create_app
-from registry.metrics import worker_exited
+from registry.serving.app import create_app
+from registry.serving.metrics import worker_exited
 from registry.settings import Settings
 
 # A kept-alive connection is closed after this many requests. Clients that
@@ -65,7 +65,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "loglevel": settings.log_level,
         "accesslog": "-" if settings.access_log else None,
         "errorlog": "-",
-        "logger_class": "registry.server.JsonAccessLogger",
+        "logger_class": "registry.serving.server.JsonAccessLogger",
         # On SIGTERM a worker stops accepting and finishes what it has for
         # this long; a long-poll (at most 60 s) is cut short, and its client
         # simply polls again.

@@ -25,13 +25,13 @@ from typing import Any, Literal
 
 from jinja2 import TemplateError, meta, nodes
 
+from registry.agents.parsers import OutputParser, ParseError
 from registry.errors import ConfigurationError, InvalidDefinition
-from registry.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, ReleaseCatalog
+from registry.format.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, ReleaseCatalog
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, json_pointer, shorten
-from registry.parsers import OutputParser, ParseError
-from registry.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.settings import DEFAULT_ROOT
-from registry.worktree import WorktreeStore
+from registry.store.worktree import WorktreeStore
 
 Severity = Literal["error", "warning"]
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.errors import InvalidRequest, ReleaseNotFound
+from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, Release, shorten
-from registry.releases import (
+from registry.store.releases import (
     CHANNEL_NAME,
     ExactSelector,
     LatestSelector,
@@ -30,7 +31,6 @@ from registry.releases import (
     ReleaseIndex,
     parse_selector,
 )
-from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 
 _CHANNELS_LIMITS = YamlLimits(max_bytes=64 * 1024, max_depth=4, max_nodes=10_000)
 

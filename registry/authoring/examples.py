@@ -21,14 +21,14 @@ from typing import Any
 
 import re2
 
-from registry.diff import diff_lines
+from registry.authoring.diff import diff_lines
+from registry.authoring.lint import find_agents_root, open_worktree_catalog
+from registry.cli.terminal import paint
 from registry.errors import InvalidDefinition, RegistryError
-from registry.lint import find_agents_root, open_worktree_catalog
-from registry.loading import DEFINITION_SUFFIX, LoadedAgent
+from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
+from registry.format.safeyaml import YamlLimits
 from registry.models import Issue, Prompt, location, plural
-from registry.rendering import RenderLimits
-from registry.safeyaml import YamlLimits
-from registry.terminal import paint
+from registry.rendering.sandbox import RenderLimits
 
 GOLDEN_SUFFIX = ".examples"
 _NOT_SERVED = (

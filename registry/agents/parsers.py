@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.inputschema import InputsSchema, SchemaProblem
+from registry.format.inputschema import InputsSchema, SchemaProblem
 from registry.models import shorten
 
 

@@ -7,9 +7,9 @@ import hashlib
 import json
 from xml.etree import ElementTree
 
-from registry.lint import RULES, Finding, LintReport
+from registry.authoring.lint import RULES, Finding, LintReport
+from registry.cli.terminal import paint
 from registry.models import location, plural
-from registry.terminal import paint
 
 FORMATS = ("text", "json", "junit", "codequality")
 

@@ -15,7 +15,7 @@ A request names a release with a *selector*:
   matches only when a comparator names a prerelease of the same
   major.minor.patch (npm's rule);
 - a channel, ``@production``: a name that the repository's channels file maps
-  to an exact version or a range (``registry.channels``).
+  to an exact version or a range (``registry.store.channels``).
 
 Parsing is separate from resolution, and nothing a request gives is ever
 handed to git as a revision.
@@ -209,7 +209,7 @@ class ReleaseIndex:
     def resolve(self, selector: LatestSelector | ExactSelector | RangeSelector) -> Release:
         """The release a selector picks; ``ReleaseNotFound`` when none does.
 
-        Channels are resolved a level up (``registry.channels``): they need
+        Channels are resolved a level up (``registry.store.channels``): they need
         the channels file as well as the releases.
         """
         if isinstance(selector, RangeSelector):

@@ -5,7 +5,7 @@ test process count separately). Under gunicorn every worker is a process of
 its own, and Prometheus scrapes whichever worker the connection lands on; so
 ``prompt-registry serve`` runs prometheus_client's multiprocess mode: it sets
 ``PROMETHEUS_MULTIPROC_DIR`` before this module is first imported
-(``registry.metricsdir``), each
+(``registry.serving.metricsdir``), each
 worker writes its values to files there, and any worker's ``/metrics`` adds
 them all up (see ``exposition``).
 
@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from registry.metricsdir import MULTIPROCESS_VARIABLE
-from registry.mirror import READINESS_STATES
+from registry.serving.metricsdir import MULTIPROCESS_VARIABLE
+from registry.store.mirror import READINESS_STATES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -37,9 +37,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from registry.definition import SCHEMA_FILE
-from registry.metrics import Metrics
-from registry.rendering import RENDER_SEMANTICS
+from registry.format.definition import SCHEMA_FILE
+from registry.rendering.sandbox import RENDER_SEMANTICS
+from registry.serving.metrics import Metrics
 from registry.settings import SENTINEL_SCHEME, parse_sentinel_url
 
 log = logging.getLogger(__name__)

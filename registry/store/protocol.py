@@ -4,8 +4,8 @@ A ``Store`` knows the releases and hands out a ``Tree`` for one of them; a
 ``Tree`` is the agents root at one commit, immutable for as long as anyone
 holds it, so that a request answered from one tree is never torn by a change
 to the store. Implementations are named after their backend:
-``registry.gitstore.GitStore`` (a git repository's object database) and
-``registry.worktree.WorktreeStore`` (a plain directory, for previews).
+``registry.store.git.GitStore`` (a git repository's object database) and
+``registry.store.worktree.WorktreeStore`` (a plain directory, for previews).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-from registry.channels import ChannelTable
 from registry.models import Release
-from registry.releases import ReleaseIndex
+from registry.store.channels import ChannelTable
+from registry.store.releases import ReleaseIndex
 
 
 class Tree(Protocol):

@@ -13,20 +13,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from registry.definition import SCHEMA_FILE, CompiledAgent
-from registry.diff import LibraryDiff, classify, diff_catalogs, diff_lines, required_bump
+from registry.agents.parsers import ParseError
+from registry.authoring.diff import LibraryDiff, classify, diff_catalogs, diff_lines, required_bump
+from registry.authoring.lint import find_agents_root, open_worktree_catalog
+from registry.cli.terminal import paint
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
-from registry.lint import find_agents_root, open_worktree_catalog
-from registry.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
+from registry.format.definition import SCHEMA_FILE, CompiledAgent
+from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
+from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, Release, location, plural
-from registry.parsers import ParseError
-from registry.releases import WORKTREE_TAG, ReleaseIndex, parse_version
-from registry.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.settings import DEFAULT_ROOT, Settings
-from registry.terminal import paint
+from registry.store.releases import WORKTREE_TAG, ReleaseIndex, parse_version
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from registry.serving.service import RegistryService
 
 # Where `new` keeps a copy of the schema in a library checkout, so that
 # editors validate offline against the version the library is written for.
@@ -141,7 +141,7 @@ def parse_inputs(pairs: list[str], inputs_file: str | None) -> CommandLineInputs
 def render_command(
     agent: str, settings: Settings, *, release: str | None, inputs: dict[str, Any], as_json: bool
 ) -> int:
-    from registry.app import build_service
+    from registry.serving.app import build_service
 
     usecase, name = split_agent(agent)
     service = build_service(settings)
@@ -208,7 +208,7 @@ def _accepts_string(compiled: CompiledAgent, inputs: dict[str, Any], key: str, t
 
 
 def parse_command(agent: str, settings: Settings, output_file: str, *, release: str | None) -> int:
-    from registry.app import build_service
+    from registry.serving.app import build_service
 
     usecase, name = split_agent(agent)
     try:
@@ -256,7 +256,7 @@ def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, R
 def diff_command(
     path: str, settings: Settings, source: str, target: str, *, as_json: bool, colour: bool = False
 ) -> int:
-    from registry.app import build_service
+    from registry.serving.app import build_service
 
     service = build_service(settings)
     try:
@@ -298,7 +298,7 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
     """Print whether releasing ``ref`` as ``next_version`` is honest, and why;
     1 when it is not: too small a bump, a moved tag, or any definition the
     registry would refuse to serve."""
-    from registry.app import build_service
+    from registry.serving.app import build_service
 
     if parse_version(next_version) is None:
         raise InvalidRequest(f"{next_version!r} is not a SemVer version such as v1.4.0")

@@ -18,8 +18,8 @@ import flask_swagger_ui
 from flask import Blueprint, Response, current_app, jsonify, request, send_from_directory, url_for
 from markupsafe import escape
 
-from registry.api import IMMUTABLE
 from registry.errors import NotFound
+from registry.serving.api import IMMUTABLE
 
 bp = Blueprint("docs", __name__)
 

@@ -15,11 +15,11 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from registry.cli.terminal import paint
 from registry.errors import InvalidDefinition, RegistryError
-from registry.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
+from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.models import Issue, Release
-from registry.rendering import RenderLimits
-from registry.terminal import paint
+from registry.rendering.sandbox import RenderLimits
 
 Bump = Literal["major", "minor", "patch", "none"]
 _ORDER: dict[str, int] = {"none": 0, "patch": 1, "minor": 2, "major": 3}
@@ -356,7 +356,7 @@ def _types(schema: dict[str, Any]) -> set[str] | None:
 
 def required_bump(previous: str, following: str) -> Bump:
     """The bump from version ``previous`` to ``following`` (``none`` when not higher)."""
-    from registry.releases import parse_version
+    from registry.store.releases import parse_version
 
     old, new = parse_version(previous), parse_version(following)
     if old is None or new is None or not new > old:

@@ -3,7 +3,7 @@
 A ``ReleaseCatalog`` loads the agents of one tree (one commit): which agents
 it holds, and each one read, validated and compiled on request. Nothing in a
 tree ever changes, so what it loads is cached by commit and path and never
-invalidated (see ``registry.cache``); a broken file loads as its error, and
+invalidated (see ``registry.serving.cache``); a broken file loads as its error, and
 never affects any other file or release.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 
 from jinja2 import TemplateNotFound
 
-from registry.definition import CompiledAgent, compile_definition, definition_digest
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError, summarize
+from registry.format.definition import CompiledAgent, compile_definition, definition_digest
+from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, Release, close_matches, did_you_mean, encode_json, shorten
-from registry.releases import WORKTREE_TAG
-from registry.rendering import TemplateEnvironment
-from registry.safeyaml import YamlError, YamlLimits, parse_yaml
-from registry.store import Tree
+from registry.rendering.sandbox import TemplateEnvironment
+from registry.store.protocol import Tree
+from registry.store.releases import WORKTREE_TAG
 
 log = logging.getLogger(__name__)
 

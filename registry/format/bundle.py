@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from registry.definition import CompiledAgent, compile_definition, definition_digest
 from registry.errors import AgentNotFound, InvalidBundle, InvalidDefinition
+from registry.format.definition import CompiledAgent, compile_definition, definition_digest
+from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, Release, shorten
-from registry.rendering import TemplateEnvironment
-from registry.safeyaml import YamlError, YamlLimits, parse_yaml
+from registry.rendering.sandbox import TemplateEnvironment
 
 BUNDLE_FORMAT = "prompt-registry-bundle/1"
 

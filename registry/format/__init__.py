@@ -1,0 +1,10 @@
+"""The definition format: what an agent definition is, read and checked.
+
+Owns the JSON Schema of a definition, the safe YAML reader, the definition
+model and its compilation into something that renders, the inputs schemas
+and their budget, loading definitions from a tree, digests and bundles.
+
+May import: ``registry.errors``, ``registry.models``, ``registry.rendering``
+and ``registry.agents`` (a compiled definition holds its templates and its
+output parser). Nothing of store, serving, authoring or the CLI.
+"""
