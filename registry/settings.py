@@ -49,10 +49,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from registry.errors import ConfigurationError
-from registry.store.mirror import redact
 
 # registry/library links to the checkout's library/ and is a copy of it in a
 # wheel (package data): the same path either way.
@@ -203,6 +202,20 @@ def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str, str | None
     if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
         raise ValueError("the path is /<service name>[/<database number>]")
     return sentinels, unquote(parts[0]), password, int(parts[1]) if len(parts) == 2 else 0
+
+
+def redact(url: str) -> str:
+    """``url`` without its password or token (``https://***@host/...``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<remote>"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
 def _check_redis_url(url: str) -> None:

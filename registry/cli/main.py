@@ -44,9 +44,8 @@ from registry.errors import ConfigurationError, NotFound, RegistryError, Registr
 from registry.format.bundle import Bundle
 from registry.models import location, plural
 from registry.serving.metricsdir import prepare_metrics_directory
-from registry.settings import DEFAULT_ROOT, Settings
+from registry.settings import DEFAULT_ROOT, Settings, redact
 from registry.store.checkout import Library, configured_root, existing_directory, find_library
-from registry.store.mirror import redact
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService

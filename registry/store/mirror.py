@@ -44,10 +44,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from registry.errors import StoreError
 from registry.models import plural
+from registry.settings import redact
 
 log = logging.getLogger(__name__)
 
@@ -66,20 +67,6 @@ _TOP_LEVEL_LOCKS = ("HEAD.lock", "packed-refs.lock", "index.lock", "config.lock"
 # Readiness states (``SyncStatus.state``).
 READY, NOT_SYNCED, SYNC_FAILING = "ready", "not-synced", "sync-failing"
 READINESS_STATES = (READY, NOT_SYNCED, SYNC_FAILING)
-
-
-def redact(url: str) -> str:
-    """``url`` without its password or token (``https://***@host/...``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<remote>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
 
 
 class SyncError(Exception):
