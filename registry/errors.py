@@ -7,21 +7,26 @@ layer maps them to RFC 9457 problem responses in one place
 classes.
 
     RegistryError
-    ├── InvalidRequest        invalid-request     400  (also ValueError)
-    ├── PayloadTooLarge       payload-too-large   413
-    ├── RequestTimeout        request-timeout     408  (a body not sent within the deadline)
-    ├── NotFound                                  404  (also LookupError)
+    ├── InvalidRequest        invalid-request       400  (also ValueError)
+    ├── PayloadTooLarge       payload-too-large     413
+    ├── RequestTimeout        request-timeout       408  (a body not sent within the deadline)
+    ├── NotFound              not-found             404  (also LookupError)
     │   ├── ReleaseNotFound   release-not-found
     │   └── AgentNotFound     agent-not-found
-    ├── InvalidDefinition     invalid-definition  422  errors: [Issue]
-    ├── InvalidInputs         invalid-inputs      422  errors: [Issue]
-    ├── RenderError           render-error        422
-    ├── Unauthorized          unauthorized        401  (a webhook without the right secret)
-    ├── NotReady              not-ready           503  (no successful sync yet)
-    ├── StoreError            store-unavailable   503  (the repository cannot be read)
-    ├── RegistryUnavailable   registry-unavailable     (client: no answer, nothing cached or bundled)
-    ├── InvalidBundle         invalid-bundle           (a bundle file that fails its integrity check)
-    └── ConfigurationError    (startup only)           (also ValueError)
+    ├── InvalidDefinition     invalid-definition    422  errors: [Issue]
+    ├── InvalidInputs         invalid-inputs        422  errors: [Issue]
+    ├── RenderError           render-error          422
+    ├── Unauthorized          unauthorized          401  (no or a wrong bearer token or webhook secret)
+    ├── NotReady              not-ready             503  (no successful sync yet)
+    ├── StoreError            store-unavailable     503  (the repository cannot be read)
+    ├── RegistryUnavailable   registry-unavailable  503  (client: no answer, nothing cached or bundled)
+    ├── InvalidBundle         invalid-bundle        422  (a bundle file that fails its integrity check)
+    └── ConfigurationError    configuration-error   500  (a setting or argument the registry cannot use;
+                                                         also ValueError)
+
+The last three are never answered over HTTP: the client raises the first two,
+the server's startup and the command line the third. ``ERRORS_BY_SLUG``, the
+slugs the client maps back to classes, leaves them out.
 
 ``InvalidDefinition``, ``InvalidInputs`` and ``RenderError`` are about one
 agent at one release: once the client knows which, their message names them

@@ -72,7 +72,6 @@ class ParseError:
 
 ParseResult = ToolCall | FinalAnswer | ParseError
 
-PARSER_TYPES = ("react_text", "react_json", "json", "text")
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 _MARKER = re.compile(r"^[ \t]*(Thought|Action Input|Action|Observation|Final Answer)[ \t]*:[ \t]?(.*)$", re.IGNORECASE)
 # Models write tool names as `search`, "search" or **search**.

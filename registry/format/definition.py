@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
@@ -113,10 +113,7 @@ class CompiledAgent:
         else:
             issues = self.inputs.issues(inputs, deadline=deadline, measured=True)
             if issues:
-                unique: dict[tuple[str, str], Issue] = {}
-                for issue in issues:
-                    unique.setdefault((issue.path, issue.message), issue)
-                issues = sorted(unique.values(), key=lambda i: i.path)
+                issues = sorted(_distinct(issues), key=lambda i: i.path)
                 raise InvalidInputs(summarize(issues), issues)
             variables = self.inputs.with_defaults(inputs)
         tools = self.definition.get("tools")
@@ -244,13 +241,21 @@ def _locator(file: str | None, document: YamlDocument | None) -> Locate:
 
 
 def _schema_issues(definition: dict[str, Any], locate: Locate) -> list[Issue]:
-    issues: dict[tuple[str, str], Issue] = {}
-    for error in _definition_validator().iter_errors(definition):
-        # jsonschema reports "required" once per missing key; each of those
-        # errors names them all, so the same issue can come more than once.
-        for issue in _schema_error_issues(error, locate):
-            issues.setdefault((issue.path, issue.message), issue)
-    return sorted(issues.values(), key=lambda i: (i.line or 0, i.path))
+    errors = _definition_validator().iter_errors(definition)
+    issues = _distinct(issue for error in errors for issue in _schema_error_issues(error, locate))
+    return sorted(issues, key=lambda i: (i.line or 0, i.path))
+
+
+def _distinct(issues: Iterable[Issue]) -> list[Issue]:
+    """The first of each issue (a path and a message), in order.
+
+    jsonschema reports "required" once per missing key, and each of those
+    errors names them all, so the same issue can come more than once.
+    """
+    first: dict[tuple[str, str], Issue] = {}
+    for issue in issues:
+        first.setdefault((issue.path, issue.message), issue)
+    return list(first.values())
 
 
 def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:

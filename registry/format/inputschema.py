@@ -205,7 +205,7 @@ def _native_validator(schema: dict[str, Any]) -> Any | None:
             pattern_options=jsonschema_rs.RegexOptions(),  # linear time, like RE2
             keywords=None if all(map(_read_alike, patterns)) else {"pattern": _RE2Pattern},
         )
-    except Exception:  # noqa: BLE001 - any refusal just means no fast path; jsonschema checked the schema
+    except Exception:  # any refusal just means no fast path; jsonschema checked the schema
         return None
 
 
@@ -564,7 +564,7 @@ class InputsSchema:
     def _native_accepts(self, instance: Any) -> bool:
         try:
             return bool(self._native.is_valid(instance))
-        except Exception:  # noqa: BLE001 - a value Rust cannot take: ask jsonschema
+        except Exception:  # a value Rust cannot take: ask jsonschema
             return False
 
 

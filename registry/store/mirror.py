@@ -353,11 +353,6 @@ class Syncer:
         with self._progress:
             return self._progress.wait_for(lambda: self._completed >= fetch, timeout)
 
-    @property
-    def completed(self) -> int:
-        """The number of the latest fetch that has finished."""
-        return self._completed
-
     def stop(self) -> None:
         """Stop the background thread (waits for a running fetch)."""
         self._stopping.set()
