@@ -72,6 +72,16 @@ def _definition_validator() -> Draft202012Validator:
     return Draft202012Validator(definition_schema())
 
 
+@cache
+def content_format() -> str:
+    """Changes whenever what a definition means could: its schema or the
+    rendering semantics. Stored records are keyed by it (the shared cache
+    tier), so a registry never reads another format's records."""
+    digest = hashlib.sha256(SCHEMA_FILE.read_bytes())
+    digest.update(RENDER_SEMANTICS.encode())
+    return digest.hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class CompiledAgent:
     """A valid definition with its templates compiled, ready to render."""

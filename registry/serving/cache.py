@@ -21,14 +21,12 @@ costs requests nothing.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 import redis
@@ -37,8 +35,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from registry.format.definition import SCHEMA_FILE
-from registry.rendering.sandbox import RENDER_SEMANTICS
+from registry.format.definition import content_format
 from registry.serving.metrics import Metrics
 from registry.settings import SENTINEL_SCHEME, parse_sentinel_url
 
@@ -53,53 +50,43 @@ _FIRST_BACKOFF_SECONDS = 0.5
 _MAX_BACKOFF_SECONDS = 10.0
 
 
+class RedisKey(Protocol):
+    """A structured value that names one Redis key or channel."""
+
+    def parts(self) -> tuple[str, ...]:
+        """What tells this key from every other, in order, unescaped."""
+
+
 @dataclass(frozen=True)
 class AgentKey:
-    """One definition file at one commit (or worktree content hash)."""
+    """One definition file at one commit (or worktree content hash), in the
+    content format of the registry that stores it."""
 
     commit: str
     usecase: str
     name: str
 
-
-@dataclass(frozen=True)
-class ReleaseEventsChannel:
-    """The pub/sub channel on which replicas announce release changes."""
+    def parts(self) -> tuple[str, ...]:
+        return ("agent", content_format(), self.commit, self.usecase, self.name)
 
 
-CacheKey = AgentKey | ReleaseEventsChannel
-
-
-@cache
-def content_format() -> str:
-    """Changes whenever what a record means could: the definition schema or
-    the rendering semantics. A registry never reads another format's records."""
-    digest = hashlib.sha256(SCHEMA_FILE.read_bytes())
-    digest.update(RENDER_SEMANTICS.encode())
-    return digest.hexdigest()[:12]
-
-
-def redis_key(prefix: str, key: CacheKey) -> str:
+def redis_key(prefix: str, key: RedisKey) -> str:
     """The Redis key (or channel name) of ``key``: the one place keys are spelt."""
-    if isinstance(key, AgentKey):
-        parts = ("agent", content_format(), key.commit, key.usecase, key.name)
-    else:
-        parts = ("events",)
-    return ":".join((prefix, *(quote(part, safe="") for part in parts)))
+    return ":".join((prefix, *(quote(part, safe="") for part in key.parts())))
 
 
 class MemoryTier:
     """A bounded, thread-safe LRU of Python objects, in one worker."""
 
     def __init__(self, maxsize: int) -> None:
-        self._entries: LRUCache[CacheKey, Any] = LRUCache(maxsize=maxsize)
+        self._entries: LRUCache[AgentKey, Any] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
 
-    def get(self, key: CacheKey) -> Any | None:
+    def get(self, key: AgentKey) -> Any | None:
         with self._lock:
             return self._entries.get(key)
 
-    def put(self, key: CacheKey, value: Any) -> Any:
+    def put(self, key: AgentKey, value: Any) -> Any:
         """Store ``value`` unless another thread stored one first; return the stored one."""
         with self._lock:
             return self._entries.setdefault(key, value)
@@ -132,11 +119,11 @@ class RedisTier:
         """False during an outage's back-off, when calls are not even tried."""
         return self._healthy or time.monotonic() >= self._retry_at
 
-    def get(self, key: CacheKey) -> bytes | None:
+    def get(self, key: AgentKey) -> bytes | None:
         value = self._call("get", lambda: self.client.get(redis_key(self.prefix, key)))
         return value if isinstance(value, bytes) else None
 
-    def set(self, key: CacheKey, value: bytes, *, ttl: int = CONTENT_TTL_SECONDS) -> None:
+    def set(self, key: AgentKey, value: bytes, *, ttl: int = CONTENT_TTL_SECONDS) -> None:
         self._call("set", lambda: self.client.set(redis_key(self.prefix, key), value, ex=ttl))
 
     def close(self) -> None:

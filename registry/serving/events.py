@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import redis
 
-from registry.serving.cache import RedisTier, ReleaseEventsChannel, connect, redis_key
+from registry.serving.cache import RedisTier, connect, redis_key
 from registry.serving.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,14 @@ _POLL_SECONDS = 0.5
 _FIRST_BACKOFF_SECONDS = 0.1
 _MAX_BACKOFF_SECONDS = 0.5
 _HEALTH_CHECK_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class ReleaseEventsChannel:
+    """The pub/sub channel on which replicas announce release changes."""
+
+    def parts(self) -> tuple[str, ...]:
+        return ("events",)
 
 
 @dataclass(frozen=True)
