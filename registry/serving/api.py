@@ -1,32 +1,31 @@
 """The HTTP API: parse the request, call one service method, serialise.
 
 Views know nothing of git, YAML or Jinja; errors are raised as
-``RegistryError`` and answered by ``registry.serving.problems``.
+``RegistryError`` and answered by ``registry.serving.problems``. Who may call
+what is ``registry.serving.auth``; reading and parsing request bodies is
+``registry.serving.requestbody``.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
-import hmac
-import json
 import math
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from werkzeug.routing import PathConverter, Rule
 
-from registry.errors import InvalidInputs, InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
-from registry.format.inputschema import holds_more_values
-from registry.models import Issue, Resolution, close_matches, did_you_mean, encode_json
-from registry.rendering.sandbox import RENDER_SEMANTICS
+from registry.errors import InvalidRequest, NotFound, Unauthorized
+from registry.models import Resolution, close_matches, did_you_mean, encode_json
+from registry.serving.auth import authenticate
 from registry.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from registry.serving.metrics import SyncFacts
 from registry.serving.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
+from registry.serving.requestbody import parse_output as parse_output_body
+from registry.serving.requestbody import read_body, render_inputs
 from registry.serving.service import RegistryService
 from registry.serving.webhooks import is_authentic
 from registry.settings import Settings
@@ -47,9 +46,6 @@ SERVICE_KEY = "prompt_registry.service"
 SETTINGS_KEY = "prompt_registry.settings"
 OPENAPI_KEY = "prompt_registry.openapi"
 QUERY_PARAMETERS_KEY = "prompt_registry.query_parameters"
-_RENDER_FIELDS = {"inputs"}
-# Smaller bodies parse in well under a millisecond whatever they hold.
-_SCANNED_BODY_BYTES = 16 * 1024
 MAX_WAIT_SECONDS = 60.0
 IMMUTABLE = "max-age=31536000, immutable"
 # Metric labels must stay few whatever clients send.
@@ -74,23 +70,8 @@ def _admit() -> None:
     of every request, which showed on a warm GET.
     """
     g.started = time.perf_counter()
-    _authenticate()
+    authenticate(request.path, request.headers.get("Authorization", ""), _settings())
     _refuse_unknown_parameters()
-
-
-def _authenticate() -> None:
-    """Require a bearer token where one is needed.
-
-    ``/v1/admin/`` always needs an admin token. The rest of ``/v1`` needs an
-    API token when any are configured, except the git webhook, which has its
-    own secret. Probes, metrics and the API description stay open.
-    """
-    path = request.path
-    settings = _settings()
-    if path.startswith("/v1/admin/"):
-        _require_bearer(settings.admin_tokens, "administrative endpoints need a token from REGISTRY_ADMIN_TOKENS")
-    elif settings.api_tokens and path.startswith("/v1/") and path != "/v1/hooks/git":
-        _require_bearer(settings.api_tokens, "this registry needs a bearer token")
 
 
 def _refuse_unknown_parameters() -> None:
@@ -186,22 +167,6 @@ def _observe(response: Response) -> Response:
     return response
 
 
-def _require_bearer(tokens: tuple[str, ...], unconfigured: str) -> None:
-    if not tokens:
-        raise Unauthorized(unconfigured, bearer=True)
-    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not credentials.strip():
-        raise Unauthorized("send the token as 'Authorization: Bearer <token>'", bearer=True)
-    supplied = credentials.strip().encode("latin-1", "replace")
-    # Every token is compared, in constant time each, so neither the timing
-    # nor the number of comparisons tells which token came close.
-    matched = False
-    for token in tokens:
-        matched |= hmac.compare_digest(supplied, token.encode("utf-8"))
-    if not matched:
-        raise Unauthorized("the bearer token is not valid", bearer=True)
-
-
 def _release_parameter() -> str | None:
     release = request.args.get("release")
     if release == "":
@@ -291,54 +256,28 @@ def get_agent(usecase: str, name: str) -> Response:
 
 @bp.post("/v1/agents/<usecase>/<name>/render")
 def render_agent(usecase: str, name: str) -> Response:
-    inputs = _render_inputs()
     service = _service()
-    release = _release_parameter()
-    answer = service.get_agent(usecase, name, release=release)
-    # Equal digests render identically, so the digest and the inputs name the
-    # result: a client that has it is told so before anything is rendered.
+    inputs = render_inputs(_request_body(), max_input_values=service.render_limits.max_input_values)
+    answer = service.get_agent(usecase, name, release=_release_parameter())
+    # A client that has the result is told so before anything is rendered.
     # Without If-None-Match the render comes first, so that inputs over their
     # budget are refused before a megabyte of them is hashed.
-    etag = _render_etag(answer.agent.digest, inputs) if request.if_none_match else None
+    etag = answer.render_etag(inputs) if request.if_none_match else None
     if etag is not None and _client_has(etag):
         return _conditional(_with_provenance(current_app.response_class(), answer.resolution), etag)
     rendered = service.render_answer(answer, inputs)
-    etag = etag or _render_etag(answer.agent.digest, inputs)
-    body = {
-        "release": rendered.resolution.as_dict(),
-        "usecase": rendered.agent.usecase,
-        "name": rendered.agent.name,
-        "digest": rendered.agent.digest,
-        "messages": rendered.prompt.as_dicts(),
-        "model": rendered.prompt.model,
-        "params": rendered.prompt.params,
-    }
-    response = _with_provenance(_json_bytes(encode_json(body) + b"\n"), rendered.resolution)
-    response.set_etag(etag)
+    response = _with_provenance(_json_bytes(encode_json(rendered.as_dict()) + b"\n"), rendered.resolution)
+    response.set_etag(etag or answer.render_etag(inputs))
     return response
-
-
-def _render_etag(digest: str, inputs: dict[str, Any]) -> str:
-    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    material = f"{RENDER_SEMANTICS}\0{digest}\0{canonical}".encode()
-    return "render-" + hashlib.sha256(material).hexdigest()[:40]
 
 
 @bp.post("/v1/agents/<usecase>/<name>/parse")
 def parse_output(usecase: str, name: str) -> Response:
     """The model's reply parsed by the agent's output parser: a tool call, a
     final answer, or a parse error with an observation (all answered 200)."""
-    output = _parse_body()
-    answer = _service().get_agent(usecase, name, release=_release_parameter())
-    result = answer.agent.compiled.parser.parse(output)
-    body = {
-        "release": answer.resolution.as_dict(),
-        "usecase": answer.agent.usecase,
-        "name": answer.agent.name,
-        "digest": answer.agent.digest,
-        "result": result.as_dict(),
-    }
-    return _with_provenance(_json_bytes(encode_json(body) + b"\n"), answer.resolution)
+    output = parse_output_body(_request_body())
+    answer = _service().parse(usecase, name, output, release=_release_parameter())
+    return _with_provenance(_json_bytes(encode_json(answer.as_dict()) + b"\n"), answer.resolution)
 
 
 @bp.get("/v1/diff")
@@ -346,10 +285,9 @@ def diff_releases() -> Response:
     """What changed between two releases: agents added, removed and changed,
     with template, partial and example diffs."""
     source, target = _required_parameter("from"), _required_parameter("to")
-    diff = _service().diff(source, target)
-    response = _json_bytes(encode_json(diff.as_dict()) + b"\n")
-    immutable = _service().resolve(source).immutable and _service().resolve(target).immutable
-    return _cacheable(response, immutable=immutable)
+    answer = _service().compare(source, target)
+    response = _json_bytes(encode_json(answer.diff.as_dict()) + b"\n")
+    return _cacheable(response, immutable=answer.immutable)
 
 
 def _required_parameter(name: str) -> str:
@@ -379,7 +317,7 @@ def malformed_agent_path(rest: str) -> Response:
 
 @bp.post("/v1/hooks/git")
 def git_hook() -> Response:
-    secret = current_app.config.get("REGISTRY_WEBHOOK_SECRET")
+    secret = _settings().webhook_secret
     service = _service()
     if not secret or service.syncer is None:
         raise NotFound("webhooks are not enabled: serve a --remote with --webhook-secret")
@@ -435,26 +373,7 @@ def problem_type(slug: str) -> Response:
 
 
 def _request_body() -> bytes:
-    """The body, refusing more than the configured maximum.
-
-    Werkzeug refuses a too-large ``Content-Length`` itself, but it silently
-    truncates a chunked body at the limit, so a chunked body is read from the
-    server's (de-chunked) input here with one byte to spare.
-    """
-    if request.content_length is not None or not request.environ.get("wsgi.input_terminated"):
-        return request.get_data(cache=False)
-    limit = current_app.config["MAX_CONTENT_LENGTH"]
-    source = request.environ["wsgi.input"]
-    chunks, size = [], 0
-    while size <= limit:
-        chunk = source.read(min(65536, limit + 1 - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    if size > limit:
-        raise PayloadTooLarge(f"the request body is larger than {limit} bytes")
-    return b"".join(chunks)
+    return read_body(request, limit=_settings().max_request_bytes)
 
 
 def _if_none_match() -> str | None:
@@ -473,116 +392,3 @@ def _preferred_wait() -> float:
                 return 0.0
             return min(max(seconds, 0.0), MAX_WAIT_SECONDS) if math.isfinite(seconds) else 0.0
     return 0.0
-
-
-def _parse_body() -> str:
-    body = _json_object_body('{"output": "..."}')
-    unknown = sorted(set(body) - {"output"})
-    if unknown:
-        raise InvalidRequest(f"unknown field {unknown[0][:80]!r} in the request body; expected only 'output'")
-    output = body.get("output")
-    if not isinstance(output, str):
-        raise InvalidRequest('the request body must be {"output": "<the model\'s reply>"} with a string')
-    return output
-
-
-def _render_inputs() -> Any:
-    data = _request_body_cached()
-    if not data.strip():
-        return {}
-    limit = _service().render_limits.max_input_values
-    # Parsing a megabyte of small arrays costs tens of milliseconds
-    # (registry.serving.slowlane); a body with twice the budget is refused unparsed.
-    # Below that, measuring the parsed inputs names the input that is over.
-    # The body's one member, inputs, is itself a value below its top.
-    if len(data) > _SCANNED_BODY_BYTES and _is_utf8(data) and holds_more_values(data, 2 * limit + 1):
-        issue = Issue(
-            message=f"the request body holds more than {2 * limit:,} values; inputs may hold at most {limit:,}"
-            " (each array, object, string, number, boolean or null)"
-        )
-        raise InvalidInputs(issue.message, [issue])
-    body = _json_object_body('{"inputs": {...}}')
-    unknown = sorted(set(body) - _RENDER_FIELDS)
-    if unknown:
-        raise InvalidRequest(f"unknown field {unknown[0][:80]!r} in the request body; expected only 'inputs'")
-    inputs = body.get("inputs", {})
-    if not isinstance(inputs, dict):
-        raise InvalidRequest("inputs must be a JSON object of template variables")
-    return inputs
-
-
-def _request_body_cached() -> bytes:
-    # Read once per request: the body stream cannot be read twice.
-    if "request_body" not in g:
-        g.request_body = _request_body()
-    body: bytes = g.request_body
-    return body
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused: parsing a megabyte of nested
-    arrays allocates hundreds of thousands of containers, and the collector
-    ran hundreds of times during it (215 of 240 ms), for objects that cannot
-    form cycles. Concurrent callers are safe: only one that found it enabled
-    enables it again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _json_object_body(shape: str) -> dict[str, Any]:
-    """The request body as a JSON object, refusing what a prompt cannot carry."""
-    data = _request_body_cached()
-    try:
-        with _collector_paused():
-            body = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except RecursionError as exc:
-        raise InvalidRequest("the request body is nested too deeply") from exc
-    except ValueError as exc:
-        raise InvalidRequest(f"the request body is not valid JSON: {_first_line(exc)}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequest(f"the request body must be a JSON object such as {shape}")
-    if _may_hold_surrogates(data):
-        try:
-            # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8
-            # response (or prompt) can carry.
-            json.dumps(body, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidRequest("the request body contains an unpaired surrogate (\\ud800-\\udfff escape)") from exc
-    return body
-
-
-# json.loads reads a UTF-8 body with "surrogatepass": a lone surrogate comes
-# from a \ud800-\udfff escape or from its raw three-byte encoding.
-_SURROGATE_SOURCE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-
-
-def _may_hold_surrogates(data: bytes) -> bool:
-    """False when the decoded body certainly holds no lone surrogate, which
-    spares re-encoding the whole body on every request."""
-    return not _is_utf8(data) or _SURROGATE_SOURCE.search(data) is not None
-
-
-def _is_utf8(data: bytes) -> bool:
-    """Whether ``json.loads`` reads ``data`` as UTF-8 (json.detect_encoding's rule)."""
-    return data[:2] not in (b"\xff\xfe", b"\xfe\xff") and b"\x00" not in data[:4]
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

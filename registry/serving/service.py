@@ -39,6 +39,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from registry.agents.parsers import ParseResult
 from registry.authoring.diff import LibraryDiff, diff_catalogs
 from registry.errors import (
     AgentNotFound,
@@ -54,7 +55,7 @@ from registry.format.bundle import BundleRelease, encode_bundle
 from registry.format.loading import LoadedAgent, ReleaseCatalog, check_agent_name
 from registry.format.safeyaml import YamlLimits
 from registry.models import AgentSummary, Prompt, Release, Resolution
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
 from registry.serving.cache import AgentKey, ContentCache, MemoryTier
 from registry.serving.events import ReleaseChange, ReleaseEvents
 from registry.serving.metrics import Metrics
@@ -92,6 +93,14 @@ class AgentAnswer:
     resolution: Resolution
     agent: LoadedAgent
 
+    def render_etag(self, inputs: Any) -> str:
+        """What names this agent rendered with ``inputs``, before rendering it:
+        equal digests render identically, so the digest and the inputs name
+        the result."""
+        canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        material = f"{RENDER_SEMANTICS}\0{self.agent.digest}\0{canonical}".encode()
+        return "render-" + hashlib.sha256(material).hexdigest()[:40]
+
 
 @dataclass(frozen=True)
 class ReleaseOverview:
@@ -126,6 +135,52 @@ class RenderAnswer:
     resolution: Resolution
     agent: LoadedAgent
     prompt: Prompt
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``POST .../render`` and of ``render --format json``."""
+        return {
+            "release": self.resolution.as_dict(),
+            "usecase": self.agent.usecase,
+            "name": self.agent.name,
+            "digest": self.agent.digest,
+            "messages": self.prompt.as_dicts(),
+            "model": self.prompt.model,
+            "params": self.prompt.params,
+        }
+
+
+@dataclass(frozen=True)
+class ParseAnswer:
+    """A model's reply parsed by an agent's output parser, with the agent and
+    release whose parser it was."""
+
+    resolution: Resolution
+    agent: LoadedAgent
+    result: ParseResult
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``POST .../parse``."""
+        return {
+            "release": self.resolution.as_dict(),
+            "usecase": self.agent.usecase,
+            "name": self.agent.name,
+            "digest": self.agent.digest,
+            "result": self.result.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class DiffAnswer:
+    """What changed between two releases, with what each side resolved to."""
+
+    source: Resolution
+    target: Resolution
+    diff: LibraryDiff
+
+    @property
+    def immutable(self) -> bool:
+        """Whether the answer never changes: both sides name exact tags."""
+        return self.source.immutable and self.target.immutable
 
 
 class RegistryService:
@@ -299,10 +354,22 @@ class RegistryService:
             raise
         return RenderAnswer(answer.resolution, answer.agent, prompt)
 
+    def parse(self, usecase: str, name: str, output: str, *, release: str | None = None) -> ParseAnswer:
+        """A model's reply (``output``) parsed by one agent's output parser at a release."""
+        answer = self.get_agent(usecase, name, release=release)
+        return ParseAnswer(answer.resolution, answer.agent, answer.agent.compiled.parser.parse(output))
+
     def diff(self, source: str | None, target: str | None) -> LibraryDiff:
         """What changed between two releases (versions, ranges or channels)."""
+        return self.compare(source, target).diff
+
+    def compare(self, source: str | None, target: str | None) -> DiffAnswer:
+        """What changed between two releases, and what each resolved to:
+        each is resolved once, so a tag pushed meanwhile cannot make the
+        diff and the resolutions disagree."""
         before, after = self.resolve(source), self.resolve(target)
-        return diff_catalogs(before.release, self.catalog(before.release), after.release, self.catalog(after.release))
+        diff = diff_catalogs(before.release, self.catalog(before.release), after.release, self.catalog(after.release))
+        return DiffAnswer(before, after, diff)
 
     def catalog(self, release: Release) -> ReleaseCatalog:
         """The catalog of one release (for the authors' commands)."""
