@@ -95,12 +95,16 @@ class Issue:
         )
 
 
+WORKTREE_TAG = "worktree"
+"""The tag of a served working tree's one release."""
+
+
 @dataclass(frozen=True)
 class Release:
     """A release: a tag whose name is a SemVer version, and its commit.
 
-    For a served working tree the tag is ``worktree`` and ``commit`` is a
-    content hash of the directory.
+    For a served working tree the tag is ``WORKTREE_TAG`` and ``commit`` is
+    a content hash of the directory.
     """
 
     tag: str

@@ -15,7 +15,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from registry.cli.terminal import paint
+from registry.authoring.colour import paint
 from registry.errors import InvalidDefinition, RegistryError
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.models import Issue, Release

@@ -21,9 +21,9 @@ from typing import Any
 
 import re2
 
+from registry.authoring.colour import paint
 from registry.authoring.diff import diff_lines
 from registry.authoring.lint import find_agents_root, open_worktree_catalog
-from registry.cli.terminal import paint
 from registry.errors import InvalidDefinition, RegistryError
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
 from registry.format.safeyaml import YamlLimits

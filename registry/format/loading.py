@@ -22,10 +22,9 @@ from jinja2 import TemplateNotFound
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError, summarize
 from registry.format.definition import CompiledAgent, compile_definition, definition_digest
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
-from registry.models import Issue, Release, close_matches, did_you_mean, encode_json, shorten
+from registry.format.tree import Tree
+from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json, shorten
 from registry.rendering.sandbox import TemplateEnvironment
-from registry.store.protocol import Tree
-from registry.store.releases import WORKTREE_TAG
 
 log = logging.getLogger(__name__)
 

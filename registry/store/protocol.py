@@ -1,7 +1,8 @@
 """The interface every source of definitions implements.
 
 A ``Store`` knows the releases and hands out a ``Tree`` for one of them; a
-``Tree`` is the agents root at one commit, immutable for as long as anyone
+``Tree`` (``registry.format.tree``, the interface definitions are loaded
+through) is the agents root at one commit, immutable for as long as anyone
 holds it, so that a request answered from one tree is never torn by a change
 to the store. Implementations are named after their backend:
 ``registry.store.git.GitStore`` (a git repository's object database) and
@@ -10,36 +11,12 @@ to the store. Implementations are named after their backend:
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Protocol
 
+from registry.format.tree import Tree
 from registry.models import Release
 from registry.store.channels import ChannelTable
 from registry.store.releases import ReleaseIndex
-
-
-class Tree(Protocol):
-    """The files under the agents root at one commit."""
-
-    @property
-    def commit(self) -> str:
-        """The commit (or, for a worktree, the content hash) the files are at."""
-
-    @property
-    def content_id(self) -> str:
-        """An id that changes whenever any file under the root changes."""
-
-    def paths(self) -> Collection[str]:
-        """Every regular file, as a ``/``-separated path relative to the root."""
-
-    def size(self, path: str) -> int:
-        """The file's size in bytes, known without reading it.
-
-        Raises ``KeyError`` when there is no such file.
-        """
-
-    def read(self, path: str) -> bytes:
-        """The file's bytes. Raises ``KeyError`` when there is no such file."""
 
 
 class Store(Protocol):

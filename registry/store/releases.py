@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import nodesemver
 
 from registry.errors import InvalidRequest, ReleaseNotFound
-from registry.models import Release, shorten
+from registry.models import WORKTREE_TAG, Release, shorten
 
 # Checked before the SemVer parser, which also accepts non-ASCII digits and a
 # trailing newline.
@@ -40,7 +40,6 @@ _MAX_TAG_LENGTH = 128
 _MAX_RANGE_LENGTH = 256
 _MAX_ALTERNATIVES = 16
 CHANNEL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
-WORKTREE_TAG = "worktree"
 
 
 @functools.total_ordering

@@ -19,9 +19,9 @@ from pathlib import Path
 from cachetools import LRUCache
 
 from registry.errors import StoreError
-from registry.models import Release
+from registry.models import WORKTREE_TAG, Release
 from registry.store.channels import ChannelTable
-from registry.store.releases import WORKTREE_TAG, ReleaseIndex
+from registry.store.releases import ReleaseIndex
 
 # Files larger than this are kept as their size only: the loader refuses them
 # by size, so there is no reason to hold their bytes.
