@@ -35,6 +35,7 @@ import time.
     REGISTRY_CACHE_MAX_AGE          10                  HTTP max-age for answers to a range, latest or channel
     REGISTRY_API_TOKENS             (none)              comma-separated bearer tokens required for /v1
     REGISTRY_ADMIN_TOKENS           (none)              comma-separated bearer tokens for /v1/admin
+    REGISTRY_TOKEN                  (none)              bearer token ``export --url`` sends to a registry
 
 With neither a repository nor a worktree, ``create_app`` serves the bundled
 ``library/`` as a worktree; the CLI chooses its library by its own rule
@@ -98,6 +99,7 @@ class Settings:
     cache_max_age: int = 10
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     admin_tokens: tuple[str, ...] = field(default=(), repr=False)
+    token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # The one place the root is normalised: stores take it as given.
@@ -180,6 +182,15 @@ class Settings:
         if unknown:
             raise ConfigurationError(f"unknown settings: {', '.join(sorted(unknown))}")
         return cls(**values)
+
+
+def environment_for(*names: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables of the named settings that are set, as
+    they are set: for a command that must look at a few settings before
+    ``Settings.from_env`` reads and checks them all."""
+    environ = os.environ if environ is None else environ
+    variables = {variable for field_name, variable, _ in _OPTIONS if field_name in names}
+    return {variable: environ[variable] for variable in sorted(variables) if variable in environ}
 
 
 SENTINEL_SCHEME = "redis+sentinel://"
@@ -275,4 +286,5 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("cache_max_age", "REGISTRY_CACHE_MAX_AGE", int),
     ("api_tokens", "REGISTRY_API_TOKENS", _tokens),
     ("admin_tokens", "REGISTRY_ADMIN_TOKENS", _tokens),
+    ("token", "REGISTRY_TOKEN", lambda raw: raw),
 )

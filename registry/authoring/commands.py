@@ -141,11 +141,10 @@ def parse_inputs(pairs: list[str], inputs_file: str | None) -> CommandLineInputs
 def render_command(
     agent: str, settings: Settings, *, release: str | None, inputs: dict[str, Any], as_json: bool
 ) -> int:
-    from registry.serving.app import build_service
+    from registry.serving.wiring import open_service
 
     usecase, name = split_agent(agent)
-    service = build_service(settings)
-    try:
+    with open_service(settings) as service:
         found = service.get_agent(usecase, name, release=release)
         plain = dict(inputs)  # validated and rendered as the plain mapping a request would give
         try:
@@ -155,19 +154,9 @@ def render_command(
                 raise
             issues = _with_quoting_hints(exc.errors, found.agent.compiled, plain, inputs.read_as_json)
             raise InvalidInputs(summarize(issues), issues, agent=exc.agent, release=exc.release) from exc
-    finally:
-        service.close()
     if as_json:
-        body = {
-            "release": answer.resolution.as_dict(),
-            "usecase": usecase,
-            "name": name,
-            "digest": answer.agent.digest,
-            "messages": answer.prompt.as_dicts(),
-            "model": answer.prompt.model,
-            "params": answer.prompt.params,
-        }
-        print(json.dumps(body, indent=2, ensure_ascii=False))
+        # The body POST .../render answers.
+        print(json.dumps(answer.as_dict(), indent=2, ensure_ascii=False))
         return 0
     release_tag = answer.resolution.release.tag
     print(f"# {usecase}/{name} at {release_tag} ({answer.agent.digest[:19]})")
@@ -208,19 +197,15 @@ def _accepts_string(compiled: CompiledAgent, inputs: dict[str, Any], key: str, t
 
 
 def parse_command(agent: str, settings: Settings, output_file: str, *, release: str | None) -> int:
-    from registry.serving.app import build_service
+    from registry.serving.wiring import open_service
 
     usecase, name = split_agent(agent)
     try:
         output = sys.stdin.read() if output_file == "-" else Path(output_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"cannot read {output_file}: {exc}") from exc
-    service = build_service(settings)
-    try:
-        answer = service.get_agent(usecase, name, release=release)
-    finally:
-        service.close()
-    result = answer.agent.compiled.parser.parse(output)
+    with open_service(settings) as service:
+        result = service.parse(usecase, name, output, release=release).result
     print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     return 1 if isinstance(result, ParseError) else 0
 
@@ -256,14 +241,11 @@ def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, R
 def diff_command(
     path: str, settings: Settings, source: str, target: str, *, as_json: bool, colour: bool = False
 ) -> int:
-    from registry.serving.app import build_service
+    from registry.serving.wiring import open_service
 
-    service = build_service(settings)
-    try:
+    with open_service(settings) as service:
         before, after = _open_ref(service, path, source), _open_ref(service, path, target)
         diff = diff_catalogs(before[0], before[1], after[0], after[1])
-    finally:
-        service.close()
     if as_json:
         print(json.dumps(diff.as_dict(), indent=2, ensure_ascii=False))
     else:
@@ -298,20 +280,17 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
     """Print whether releasing ``ref`` as ``next_version`` is honest, and why;
     1 when it is not: too small a bump, a moved tag, or any definition the
     registry would refuse to serve."""
-    from registry.serving.app import build_service
+    from registry.serving.wiring import open_service
 
     if parse_version(next_version) is None:
         raise InvalidRequest(f"{next_version!r} is not a SemVer version such as v1.4.0")
-    service = build_service(settings)
-    try:
+    with open_service(settings) as service:
         index = service.store.releases()
         current, current_catalog = _open_ref(service, path, ref)
         previous = service.resolve(against).release if against else _previous_release(index, next_version, current)
         before = service.catalog(previous) if previous is not None else None
         diff = diff_catalogs(previous, before, current, current_catalog)
         failures = _immutability_failures(service, index, next_version, current, current_catalog)
-    finally:
-        service.close()
     if not current_catalog.agent_names():
         failures.append(f"{current.tag} has no definitions under {settings.root}/: is that the agents root (--root)?")
     needed, reasons = classify(diff)

@@ -44,7 +44,7 @@ from registry.errors import ConfigurationError, NotFound, RegistryError, Registr
 from registry.format.bundle import Bundle
 from registry.models import location, plural
 from registry.serving.metricsdir import prepare_metrics_directory
-from registry.settings import DEFAULT_ROOT, Settings, redact
+from registry.settings import DEFAULT_ROOT, Settings, environment_for, redact
 from registry.store.checkout import Library, configured_root, existing_directory, find_library
 
 if TYPE_CHECKING:
@@ -268,7 +268,8 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
     """Settings for a command that reads the store: the releases of the
     library (``release``) or its files."""
     data_dir = args.data_dir
-    if (args.remote or os.environ.get("REGISTRY_REMOTE")) and not (data_dir or os.environ.get("REGISTRY_DATA_DIR")):
+    environment = environment_for("remote", "data_dir", "worktree")
+    if (args.remote or environment.get("REGISTRY_REMOTE")) and not (data_dir or environment.get("REGISTRY_DATA_DIR")):
         data_dir = stack.enter_context(_temporary_directory("prompt-registry-mirror-"))
         logging.getLogger("registry").warning(
             "no --data-dir: mirroring into %s (removed at exit), and tag memory will not survive a restart", data_dir
@@ -278,7 +279,7 @@ def _settings(args: argparse.Namespace, stack: ExitStack, *, release: bool = Tru
     if repo is not None:
         repo = _required_library(repo, root).path  # refuses an empty or missing path, naming --repo
     chosen = any((repo, worktree, remote)) or any(
-        os.environ.get(variable, "").strip() for variable in ("REGISTRY_WORKTREE", "REGISTRY_REMOTE")
+        environment.get(variable, "").strip() for variable in ("REGISTRY_WORKTREE", "REGISTRY_REMOTE")
     )
     found = None if chosen or args.example else find_library(root=root)
     if args.example or (found is None and not chosen and args.command == "serve"):
@@ -336,21 +337,18 @@ def _example_repository(stack: ExitStack) -> str:
 
 
 def _serve(settings: Settings) -> int:
-    # Before registry.serving.app (which imports prometheus_client): metrics from
-    # every worker process are added up through this directory.
+    # Before registry.serving.wiring and .server (which import prometheus_client):
+    # metrics from every worker process are added up through this directory.
     prepare_metrics_directory()
-    from registry.serving.app import build_service
     from registry.serving.server import RegistryServer
+    from registry.serving.wiring import open_service
 
     _check_port_is_free(settings.host, settings.port)
     # Open the store once before forking, so that a wrong path fails here
     # with a clear message rather than in every worker (and a new mirror is
     # created once, not raced by the workers).
-    service = build_service(settings)
-    try:
+    with open_service(settings) as service:
         count = len(service.store.releases().releases)
-    finally:
-        service.close()
     # The address is logged by gunicorn once it listens ("Listening at"):
     # with --port 0 only it knows the port.
     logging.getLogger("registry").info(
@@ -365,8 +363,7 @@ def _serve(settings: Settings) -> int:
 
 def _worker_class(args: argparse.Namespace) -> str:
     """The worker class ``serve`` will use, read as ``Settings`` reads it."""
-    variable = {k: v for k, v in os.environ.items() if k == "REGISTRY_WORKER_CLASS"}
-    return Settings.from_env(variable, worker_class=args.worker_class).worker_class
+    return Settings.from_env(environment_for("worker_class"), worker_class=args.worker_class).worker_class
 
 
 def _gevent_patched() -> bool:
@@ -465,7 +462,9 @@ def _progress(done: int, total: int) -> None:
 def _download_bundle(url: str, release: str | None, token: str | None) -> bytes:
     import httpx
 
-    token = token or os.environ.get("REGISTRY_TOKEN")
+    # Only this setting: a server's settings in the environment are no
+    # business of a download.
+    token = Settings.from_env(environment_for("token"), token=token or None).token
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     params = {"release": release} if release else {}
     try:
@@ -627,10 +626,9 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
             inputs=commands.parse_inputs(args.input, args.inputs_file),
             as_json=args.format == "json",
         )
-    from registry.serving.app import build_service
+    from registry.serving.wiring import open_service
 
-    service = build_service(_settings(args, stack))
-    try:
+    with open_service(_settings(args, stack)) as service:
         if service.syncer is not None and not service.syncer.sync_now():
             print(f"prompt-registry: {service.syncer.status().last_error}", file=sys.stderr)
             if not service.store.releases().releases:
@@ -640,8 +638,6 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         if args.command == "export":
             return _write_bundle(service.export_bundle(args.release)[1], args.output)
         return _resolve(service, args.release, as_json=args.json)
-    finally:
-        service.store.close()
 
 
 if __name__ == "__main__":
