@@ -1,6 +1,12 @@
 """Everyday author commands: ``new`` scaffolds a definition, ``render`` prints
 what the model will receive, ``diff`` shows what changed and ``check-release``
-gates a release."""
+gates a release.
+
+A command that reads releases is given a way to open the service
+(``ServiceOpener``: the CLI passes ``registry.serving.wiring.open_service``
+bound to its settings) rather than building one, and opens it only once its
+own arguments are found good.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,11 +30,13 @@ from registry.format.definition import SCHEMA_FILE, CompiledAgent
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, Release, location, plural
-from registry.settings import DEFAULT_ROOT, Settings
+from registry.settings import DEFAULT_ROOT
 from registry.store.releases import WORKTREE_TAG, ReleaseIndex, parse_version
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService
+
+    ServiceOpener = Callable[[], AbstractContextManager[RegistryService]]
 
 # Where `new` keeps a copy of the schema in a library checkout, so that
 # editors validate offline against the version the library is written for.
@@ -139,12 +149,10 @@ def parse_inputs(pairs: list[str], inputs_file: str | None) -> CommandLineInputs
 
 
 def render_command(
-    agent: str, settings: Settings, *, release: str | None, inputs: dict[str, Any], as_json: bool
+    agent: str, open_service: ServiceOpener, *, release: str | None, inputs: dict[str, Any], as_json: bool
 ) -> int:
-    from registry.serving.wiring import open_service
-
     usecase, name = split_agent(agent)
-    with open_service(settings) as service:
+    with open_service() as service:
         found = service.get_agent(usecase, name, release=release)
         plain = dict(inputs)  # validated and rendered as the plain mapping a request would give
         try:
@@ -196,15 +204,13 @@ def _accepts_string(compiled: CompiledAgent, inputs: dict[str, Any], key: str, t
     return not any(i.path == pointer or i.path.startswith(pointer + "/") for i in trial)
 
 
-def parse_command(agent: str, settings: Settings, output_file: str, *, release: str | None) -> int:
-    from registry.serving.wiring import open_service
-
+def parse_command(agent: str, open_service: ServiceOpener, output_file: str, *, release: str | None) -> int:
     usecase, name = split_agent(agent)
     try:
         output = sys.stdin.read() if output_file == "-" else Path(output_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"cannot read {output_file}: {exc}") from exc
-    with open_service(settings) as service:
+    with open_service() as service:
         result = service.parse(usecase, name, output, release=release).result
     print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     return 1 if isinstance(result, ParseError) else 0
@@ -239,11 +245,9 @@ def _open_ref(service: RegistryService, path: str, ref: str) -> tuple[Release, R
 
 
 def diff_command(
-    path: str, settings: Settings, source: str, target: str, *, as_json: bool, colour: bool = False
+    path: str, open_service: ServiceOpener, source: str, target: str, *, as_json: bool, colour: bool = False
 ) -> int:
-    from registry.serving.wiring import open_service
-
-    with open_service(settings) as service:
+    with open_service() as service:
         before, after = _open_ref(service, path, source), _open_ref(service, path, target)
         diff = diff_catalogs(before[0], before[1], after[0], after[1])
     if as_json:
@@ -276,15 +280,16 @@ def diff_text(diff: LibraryDiff, *, colour: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_release_command(path: str, settings: Settings, next_version: str, *, against: str | None, ref: str) -> int:
+def check_release_command(
+    path: str, open_service: ServiceOpener, next_version: str, *, against: str | None, ref: str
+) -> int:
     """Print whether releasing ``ref`` as ``next_version`` is honest, and why;
     1 when it is not: too small a bump, a moved tag, or any definition the
     registry would refuse to serve."""
-    from registry.serving.wiring import open_service
-
     if parse_version(next_version) is None:
         raise InvalidRequest(f"{next_version!r} is not a SemVer version such as v1.4.0")
-    with open_service(settings) as service:
+    with open_service() as service:
+        root = service.store.root
         index = service.store.releases()
         current, current_catalog = _open_ref(service, path, ref)
         previous = service.resolve(against).release if against else _previous_release(index, next_version, current)
@@ -292,7 +297,7 @@ def check_release_command(path: str, settings: Settings, next_version: str, *, a
         diff = diff_catalogs(previous, before, current, current_catalog)
         failures = _immutability_failures(service, index, next_version, current, current_catalog)
     if not current_catalog.agent_names():
-        failures.append(f"{current.tag} has no definitions under {settings.root}/: is that the agents root (--root)?")
+        failures.append(f"{current.tag} has no definitions under {root}/: is that the agents root (--root)?")
     needed, reasons = classify(diff)
     if previous is None:
         print(f"{next_version}: the first release; every agent is added")

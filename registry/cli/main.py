@@ -29,8 +29,9 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -329,6 +330,13 @@ def _temporary_directory(prefix: str) -> Iterator[str]:
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def _service_opener(settings: Settings) -> Callable[[], AbstractContextManager[RegistryService]]:
+    """What an author command opens the service with, once its own arguments are found good."""
+    from registry.serving.wiring import open_service
+
+    return partial(open_service, settings)
+
+
 def _example_repository(stack: ExitStack) -> str:
     """The example repository, in a temporary directory removed afterwards."""
     from registry.store.example import build_example_repository
@@ -600,14 +608,14 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         if args.command == "diff":
             return commands.diff_command(
                 library.path,
-                settings,
+                _service_opener(settings),
                 args.source,
                 args.target,
                 as_json=args.format == "json",
                 colour=use_colour(sys.stdout),
             )
         return commands.check_release_command(
-            library.path, settings, args.next_version, against=args.against, ref=args.ref
+            library.path, _service_opener(settings), args.next_version, against=args.against, ref=args.ref
         )
     if args.command == "new":
         library = _files_library(args)
@@ -617,11 +625,11 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         if args.deprecated_reply_file:
             print("prompt-registry: --output-file is deprecated; use --reply-file", file=sys.stderr)
         reply = args.reply_file or args.deprecated_reply_file
-        return commands.parse_command(args.agent, settings, reply, release=args.release)
+        return commands.parse_command(args.agent, _service_opener(settings), reply, release=args.release)
     if args.command == "render":
         return commands.render_command(
             args.agent,
-            _settings(args, stack, release=bool(args.release)),
+            _service_opener(_settings(args, stack, release=bool(args.release))),
             release=args.release,
             inputs=commands.parse_inputs(args.input, args.inputs_file),
             as_json=args.format == "json",

@@ -235,7 +235,8 @@ def list_releases() -> Response:
     response.headers["Vary"] = "Prefer, Authorization" if _settings().api_tokens else "Prefer"
     # Watched for changes: every use revalidates (cheaply, by ETag).
     response.headers["Cache-Control"] = "no-cache"
-    return response.make_conditional(request)
+    response.make_conditional(request)  # in place: a 304 when the client has this overview
+    return response
 
 
 @bp.get("/v1/agents")
