@@ -1,4 +1,4 @@
-"""The code base passes its linter and formatter (configured in pyproject.toml)."""
+"""The code base passes its linter, its formatter and its type checker (configured in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RUFF = [sys.executable, "-m", "ruff"]
+MYPY = [sys.executable, "-m", "mypy"]
 CHECKED = ["registry", "tests", "bench"]
 
 
@@ -18,4 +19,11 @@ def test_ruff_finds_nothing() -> None:
 
 def test_code_is_formatted() -> None:
     result = subprocess.run([*RUFF, "format", "--check", *CHECKED], cwd=REPOSITORY, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_finds_nothing() -> None:
+    # pyproject.toml names what is checked (registry/), how strictly, and the
+    # modules not checked yet.
+    result = subprocess.run(MYPY, cwd=REPOSITORY, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

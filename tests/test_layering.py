@@ -65,8 +65,6 @@ PENDING: set[tuple[str, str]] = {
     ("registry.agents.parsers", "registry.format.inputschema"),
     # Report colours are registry.authoring.colour's now.
     ("registry.authoring.commands", "registry.cli.terminal"),
-    # Authoring may read releases through the service, not build one.
-    ("registry.authoring.commands", "registry.serving.wiring"),
     # The service answers /diff with authoring's semantic diff.
     ("registry.serving.service", "registry.authoring.diff"),
 }

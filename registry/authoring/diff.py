@@ -320,8 +320,12 @@ def _inputs(definition: dict[str, Any] | None) -> tuple[dict[str, Any], set[str]
     inputs = (definition or {}).get("inputs")
     if not isinstance(inputs, dict):
         return None
-    properties = inputs.get("properties") if isinstance(inputs.get("properties"), dict) else {}
-    required = inputs.get("required") if isinstance(inputs.get("required"), list) else []
+    properties = inputs.get("properties")
+    required = inputs.get("required")
+    if not isinstance(properties, dict):
+        properties = {}
+    if not isinstance(required, list):
+        required = []
     return dict(properties), {str(r) for r in required}
 
 

@@ -279,10 +279,11 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
             locate(f"unknown key {shorten(k)!r}", path + (k,), key=True, hint=_did_you_mean(k, allowed, patterns))
             for k in extras
         ]
-    if "propertyNames" in error.schema_path and error.validator == "enum":
+    listed = error.validator_value  # a keyword's value: enum's members, required's names
+    if "propertyNames" in error.schema_path and error.validator == "enum" and isinstance(listed, list):
         # jsonschema reports a bad key against its parent, with the key as the instance.
         name = error.instance
-        allowed = [str(v) for v in error.validator_value]
+        allowed = [str(v) for v in listed]
         return [
             locate(
                 f"key {shorten(name)!r} is not allowed here; expected one of {', '.join(allowed)}",
@@ -291,12 +292,8 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
                 hint=_did_you_mean(str(name), allowed, []),
             )
         ]
-    if error.validator == "required" and isinstance(error.instance, dict):
-        return [
-            locate(f"missing required key {name!r}", path)
-            for name in error.validator_value
-            if name not in error.instance
-        ]
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(listed, list):
+        return [locate(f"missing required key {name!r}", path) for name in listed if name not in error.instance]
     return [locate(shorten(error.message, _MAX_MESSAGE), path)]
 
 

@@ -51,7 +51,7 @@ import jsonschema_rs
 import re2
 from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
-from referencing import Registry, Resource
+from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
@@ -191,7 +191,7 @@ _INTERPRETED_ONLY = frozenset(
 _TOP_LEVEL_ONLY = ("$schema", "$id", "$vocabulary")
 
 
-def _native_validator(schema: dict[str, Any]) -> Any | None:
+def _native_validator(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator | None:
     """jsonschema-rs's validator for ``schema``, when it judges inputs as jsonschema does."""
     walked = list(_walk(schema, ()))
     if any(keyword in _INTERPRETED_ONLY for _, keyword, _ in walked) or _has_wide_int(schema):
@@ -489,7 +489,7 @@ class InputsSchema:
             Draft202012Validator.check_schema(schema, format_checker=_SCHEMA_FORMATS)
         except SchemaError as exc:
             raise SchemaProblem(f"is not a valid JSON Schema: {exc.message}", tuple(exc.absolute_path)) from exc
-        resource = Resource(contents=schema, specification=DRAFT202012)
+        resource = DRAFT202012.create_resource(schema)
         registry: Registry[Any] = Registry().with_resource(_BASE_URI, resource)
         resolver = registry.resolver(base_uri=_BASE_URI)
         for path, keyword, value in _walk(schema, ()):
@@ -533,10 +533,11 @@ class InputsSchema:
             excess = measure(instance)
             if excess is not None:
                 return [excess.issue]
+        native = self._native
         if (
-            self._native is not None
+            native is not None
             and not (self._compares_numbers and _has_wide_int(instance))
-            and self._native_accepts(instance)
+            and _natively_accepted(native, instance)
         ):
             return []
         # jsonschema recurses a dozen frames a level: nesting is bounded by
@@ -561,11 +562,12 @@ class InputsSchema:
         """Whether valid inputs are accepted by the compiled (jsonschema-rs) validator."""
         return self._native is not None
 
-    def _native_accepts(self, instance: Any) -> bool:
-        try:
-            return bool(self._native.is_valid(instance))
-        except Exception:  # a value Rust cannot take: ask jsonschema
-            return False
+
+def _natively_accepted(native: jsonschema_rs.Draft202012Validator, instance: Any) -> bool:
+    try:
+        return bool(native.is_valid(instance))
+    except Exception:  # a value Rust cannot take: ask jsonschema
+        return False
 
 
 def _check_pattern(pattern: str, path: tuple[str | int, ...]) -> None:
@@ -616,10 +618,11 @@ class _Suggestions:
 
 def _issues_of(error: ValidationError, suggestions: _Suggestions) -> list[Issue]:
     path = tuple(error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
+    required = error.validator_value
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(required, list):
         return [
             Issue(message=f"missing required input {shorten(name)!r}", path=_input_pointer(path + (name,)))
-            for name in error.validator_value
+            for name in required
             if name not in error.instance
         ]
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):

@@ -325,7 +325,7 @@ def _close_agents(usecase: str, name: str, agents: list[tuple[str, str]]) -> lis
     ``support/xyz`` would look like ``support/abc`` for the usecase alone.
     """
     usecases = close_matches(usecase, sorted({u for u, _ in agents}))
-    found = []
+    found: list[str] = []
     for close_usecase in usecases:
         names = close_matches(name, [n for u, n in agents if u == close_usecase])
         found.extend(f"{close_usecase}/{close_name}" for close_name in names)

@@ -47,7 +47,7 @@ class BodyDeadline:
             except gevent.Timeout:
                 error = RequestTimeout(f"the request body did not arrive within {self._seconds:g} seconds")
                 response = problem_response(error.slug, error.status, error.title, error.detail)
-                return response(environ, start_response)  # type: ignore[no-any-return]
+                return response(environ, start_response)
             environ["wsgi.input"] = io.BytesIO(body)
             environ[BODY_BYTES_KEY] = len(body)
         return self._app(environ, start_response)

@@ -187,7 +187,8 @@ def connect(url: str, *, timeout: float, **options: Any) -> redis.Redis:
             sentinels,
             sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout, "password": password},
         )
-        return sentinel.master_for(service, password=password, db=db, **settings)
+        primary: redis.Redis = sentinel.master_for(service, password=password, db=db, **settings)
+        return primary
     return redis.Redis.from_url(url, **settings)
 
 

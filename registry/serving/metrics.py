@@ -117,7 +117,7 @@ class Metrics:
         else:
             registry = self.registry
         scrape = _ScrapeRegistry(registry, facts)
-        return generate_latest(scrape)  # type: ignore[arg-type]
+        return generate_latest(scrape)
 
 
 class _ScrapeRegistry:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+from collections.abc import MutableMapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -122,14 +123,14 @@ def _child_exit(server: Any, worker: Any) -> None:
     worker_exited(worker.pid)
 
 
-class JsonAccessLogger(Logger):  # type: ignore[misc]
+class JsonAccessLogger(Logger):
     """gunicorn's logger, writing one JSON object per request.
 
     gunicorn's ``access_log_format`` cannot produce JSON safely: it does not
     escape quotes or control characters from the request line.
     """
 
-    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+    def access(self, resp: Any, req: Any, environ: MutableMapping[str, Any], request_time: Any) -> None:
         if not self.access_log_enabled:
             return
         status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
@@ -150,7 +151,7 @@ class JsonAccessLogger(Logger):  # type: ignore[misc]
             logging.getLogger(__name__).exception("cannot write an access log entry")
 
 
-class RegistryServer(BaseApplication):  # type: ignore[misc]
+class RegistryServer(BaseApplication):
     """gunicorn configured from ``Settings``, serving ``create_app``."""
 
     def __init__(self, settings: Settings) -> None:
@@ -161,5 +162,5 @@ class RegistryServer(BaseApplication):  # type: ignore[misc]
         for key, value in gunicorn_options(self._settings).items():
             self.cfg.set(key, value)
 
-    def load(self) -> Flask:
+    def load(self) -> Flask:  # type: ignore[override]  # gunicorn's stubs want environ a MutableMapping, Flask takes a dict
         return create_app(self._settings)

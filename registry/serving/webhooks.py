@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from typing import Protocol
 
 _SIGNATURE_PREFIX = "sha256="
 
 
-def is_authentic(headers: Mapping[str, str], body: bytes, secret: str) -> bool:
+class Headers(Protocol):
+    """A request's headers, as Werkzeug's and a plain dict both give them."""
+
+    def get(self, key: str, /) -> str | None:
+        """The header's value, or None without it."""
+
+
+def is_authentic(headers: Headers, body: bytes, secret: str) -> bool:
     """Whether the request carries the secret, GitLab- or GitHub-style."""
     token = headers.get("X-Gitlab-Token")
     if token is not None:

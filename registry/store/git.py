@@ -357,12 +357,12 @@ class GitStore:
     def list_files(self, root: git.Tree) -> dict[str, _Entry]:
         """Every regular file under ``root``, by path relative to it."""
         entries: dict[str, _Entry] = {}
-        prefix = len(root.path) + 1 if root.path else 0
+        prefix = len(str(root.path)) + 1 if root.path else 0
         with self._lock, self._timed():
             try:
                 for item in root.traverse():
-                    if item.type == _BLOB and item.mode in _REGULAR_FILE_MODES:
-                        entries[item.path[prefix:]] = _Entry(item.binsha)
+                    if isinstance(item, git.Blob) and item.mode in _REGULAR_FILE_MODES:
+                        entries[str(item.path)[prefix:]] = _Entry(item.binsha)
             except (ValueError, git.GitError, OSError) as exc:
                 raise StoreError("cannot list a tree of the repository") from exc
         return entries

@@ -170,7 +170,8 @@ class GitMirror:
         if not locks:
             return []
         now = time.time()
-        stale, fresh = [], []
+        stale: list[tuple[Path, float]] = []
+        fresh: list[tuple[Path, float]] = []
         for path in locks:
             try:
                 age = now - path.stat().st_mtime
