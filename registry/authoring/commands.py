@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry.agents.parsers import ParseError
+from registry.authoring.colour import paint
 from registry.authoring.diff import LibraryDiff, classify, diff_catalogs, diff_lines, required_bump
 from registry.authoring.lint import find_agents_root, open_worktree_catalog
-from registry.cli.terminal import paint
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
 from registry.format.definition import SCHEMA_FILE, CompiledAgent
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
-from registry.models import Issue, Release, location, plural
+from registry.models import WORKTREE_TAG, Issue, Release, location, plural
 from registry.settings import DEFAULT_ROOT
-from registry.store.releases import WORKTREE_TAG, ReleaseIndex, parse_version
+from registry.store.releases import ReleaseIndex, parse_version
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService
