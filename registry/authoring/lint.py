@@ -506,7 +506,7 @@ class _IncludeGraph:
         environment = self._catalog.environment
         try:
             # The registry's own loader: the same name rules, size limit and encoding.
-            source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]
+            source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]  # a TemplateEnvironment always has its loader
             tree = environment.parse(source, name=name)
         except (TemplateError, RecursionError, MemoryError):
             return _UNREADABLE

@@ -40,7 +40,7 @@ _MAP_TAG = _TAG + "map"
 JsonPath = tuple[str | int, ...]
 
 
-class _DefinitionLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _DefinitionLoader(_BaseLoader):  # type: ignore[misc, valid-type]  # libyaml's loader or Python's, known at run time
     """The safe loader, with timestamps read as plain strings."""
 
 

@@ -214,19 +214,20 @@ class ContentCache(Generic[T]):
         ``load`` may raise (an agent that does not exist): nothing is cached
         then, so made-up names never take room from real ones.
         """
-        value = self.memory.get(key)
+        value: T | None = self.memory.get(key)  # the memory tier holds what loaders returned
         if value is not None:
             self._memory_hits.inc()
-            return value  # type: ignore[no-any-return]
+            return value
         self._metrics.cache_lookups.labels("memory", "miss").inc()
         if self.shared is not None and self.shared.available:
             data = self.shared.get(key)
             value = decode(data) if data is not None else None
             self._metrics.cache_lookups.labels("redis", "hit" if value is not None else "miss").inc()
             if value is not None:
-                return self.memory.put(key, value)  # type: ignore[no-any-return]
-        value = load()
-        stored = self.memory.put(key, value)
-        if self.shared is not None and stored is value:
-            self.shared.set(key, encode(value))
-        return stored  # type: ignore[no-any-return]
+                shared: T = self.memory.put(key, value)
+                return shared
+        loaded = load()
+        stored: T = self.memory.put(key, loaded)
+        if self.shared is not None and stored is loaded:
+            self.shared.set(key, encode(loaded))
+        return stored
