@@ -20,16 +20,21 @@ trusted. ``TemplateEnvironment`` is a policy layer over Jinja's
   ``+``, ``center``, ``indent``, ``join``, ``replace``, ...) are checked
   before they run; and the final output is capped in bytes.
 
-Loop and output accounting is woven into the compiled code
-(``_GuardedCodeGenerator``): each ``for`` iterates through a counting filter
-(put there by transforming the syntax tree before code generation); every
-buffer (macros, call and filter blocks, ``{% set %}`` blocks) is a list
-that counts what is appended to it; and the generated code counts each piece
-of top-level output before yielding it, whoever consumes it (a render, an
-import keeping a module's output, ``self.block()``, ``super()``).
-Printed values pass through ``finalize``, which measures containers before
-they are turned into text. So the guards cost a few calls per render, not
-one per output node, and never a sandbox round trip.
+Loop and output accounting is put into the template's syntax tree before
+Jinja compiles it (``_GuardTransformer``), so that the guard needs nothing
+of Jinja's code generator: each ``for`` iterates through a counting filter;
+each printed group of at most eight parts (text and values) is joined and
+counted by one filter call before Jinja yields or buffers it, wherever it is
+(the top level, a block, a macro, a ``{% set %}`` block); and what a
+``{% filter %}`` block produces is counted too. So every character of output
+is counted where it is made, whoever consumes it (a render, an import keeping
+a module's output, ``self.block()``, ``super()``); an imported module's kept
+output is counted again each time it is output again. The same filters
+measure printed values (``_checked_print``, where Jinja would call
+``finalize``) before they are turned into text. The guards cost a few calls
+per render, not one per output node, and never a sandbox round trip. What
+the guard still takes from Jinja beyond its documented API is in
+``registry.rendering.jinja_internals``, each with why.
 """
 
 from __future__ import annotations
@@ -41,22 +46,38 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
-from io import StringIO
-from types import GeneratorType
+from types import CodeType, GeneratorType
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
-from jinja2.compiler import CodeGenerator
-from jinja2.environment import Template, TemplateModule
-from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
+from jinja2.exceptions import (
+    SecurityError,
+    TemplateAssertionError,
+    TemplateError,
+    TemplateSyntaxError,
+    UndefinedError,
+)
 from jinja2.loaders import BaseLoader
-from jinja2.runtime import Context, LoopContext, Undefined, markup_join
+from jinja2.runtime import Context, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.utils import Cycler, Joiner, Namespace, _PassArg
+from jinja2.utils import Cycler, Joiner, Namespace
 from jinja2.visitor import NodeTransformer
+from markupsafe import Markup, escape
 
 from registry.errors import RenderError
 from registry.models import Message
+from registry.rendering.jinja_internals import (
+    ImportHookTemplate,
+    LoopContext,
+    TemplateModule,
+    filter_passes,
+    markup_join,
+    module_from_output,
+    namespace_attributes,
+    needs_caller_globals,
+    template_from_code,
+    top_level_output,
+)
 
 # Changing anything that alters rendered bytes must change this string: it is
 # folded into every digest, so equal digests keep meaning equal output.
@@ -74,8 +95,11 @@ _INTERNAL_PREFIX = "__registry"
 _LOOP_FILTER = "__registry_loop"
 _CONCAT_FILTER = "__registry_concat"
 _LITERAL_FILTER = "__registry_literal"
-_PARTS_PER_APPEND = 8
-_PARTS_PLACEHOLDER = "__registry_parts"
+_OUTPUT_FILTER = "__registry_output"
+_TEXT_OUTPUT_FILTER = "__registry_text_output"
+_TEMPLATE_TEXT_FILTER = "__registry_template_text"
+_WRITTEN_FILTER = "__registry_written"
+_PARTS_PER_OUTPUT = 8
 
 
 @dataclass(frozen=True)
@@ -157,7 +181,7 @@ class _Budget:
         self.checkpoint = self.deadline if self.pause is None else min(self.deadline, now + self.pause[1])
         self.max_iterations = limits.max_iterations
         self.max_chars = limits.max_work_chars
-        self.modules: dict[Template, TemplateModule] = {}  # imported partials, for this render only
+        self.modules: dict[_GuardedTemplate, TemplateModule] = {}  # imported partials, for this render only
 
     def spend_iteration(self) -> None:
         self.iterations += 1
@@ -245,6 +269,16 @@ def _always_current() -> bool:
 class _GuardTransformer(NodeTransformer):
     """Rewrites a template's syntax tree so that the compiled code counts."""
 
+    def __init__(self, environment: TemplateEnvironment) -> None:
+        self.environment = environment
+        # Inside {% autoescape %} with a value known only at render time,
+        # Jinja decides at render time whether to escape, and finalizes
+        # template text too.
+        self.volatile = False
+        # Whether output is escaped here, as Jinja's code generator will
+        # know it; None when only the render can tell.
+        self.autoescape: bool | None = None if callable(environment.autoescape) else bool(environment.autoescape)
+
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
         node.iter = _guard_filter(_LOOP_FILTER, node.iter)
@@ -270,90 +304,122 @@ class _GuardTransformer(NodeTransformer):
         self.generic_visit(node)
         return _guard_filter(_CONCAT_FILTER, nodes.List(node.nodes, lineno=node.lineno))
 
+    def visit_Output(self, node: nodes.Output) -> nodes.Node | list[nodes.Node]:
+        # Jinja would yield or buffer each part uncounted. Here each group of
+        # parts is printed by one filter call that counts it first; groups
+        # are small, so that only a few values (each bounded) exist before
+        # they are counted.
+        self.generic_visit(node)
+        if not node.nodes:
+            return node
+        outputs: list[nodes.Node] = []
+        for start in range(0, len(node.nodes), _PARTS_PER_OUTPUT):
+            parts = node.nodes[start : start + _PARTS_PER_OUTPUT]
+            if self.autoescape is False and not self.volatile:  # the usual case: plain text
+                if all(isinstance(part, nodes.TemplateData) for part in parts):
+                    text = nodes.TemplateData("".join(part.data for part in parts), lineno=node.lineno)
+                    printed = _guard_filter(_TEMPLATE_TEXT_FILTER, text)
+                else:
+                    printed = nodes.Filter(parts[0], _TEXT_OUTPUT_FILTER, parts[1:], [], None, None, lineno=node.lineno)
+            else:
+                # "t": template text, which Jinja does not finalize when it
+                # knows at compile time whether to escape; "v": the rest.
+                kinds = "".join("t" if isinstance(p, nodes.TemplateData) and not self.volatile else "v" for p in parts)
+                printed = nodes.Filter(nodes.Const(kinds), _OUTPUT_FILTER, parts, [], None, None, lineno=node.lineno)
+            outputs.append(nodes.Output([printed], lineno=node.lineno))
+        return outputs
+
+    def visit_FilterBlock(self, node: nodes.FilterBlock) -> nodes.Node:
+        # Jinja writes a filter block's result straight out: count it, since
+        # a filter can make it far longer than its body (center, indent).
+        self.generic_visit(node)
+        node.filter = _guard_filter(_WRITTEN_FILTER, node.filter)
+        return node
+
+    def visit_ScopedEvalContextModifier(self, node: nodes.ScopedEvalContextModifier) -> nodes.Node:
+        for option in node.options:
+            self.generic_visit(option)
+        outer = self.volatile, self.autoescape
+        for option in node.options:
+            # As Jinja's code generator decides: a value it cannot compute at
+            # compile time makes the rest of the scope volatile.
+            try:
+                value = option.value.as_const(nodes.EvalContext(self.environment))
+            except nodes.Impossible:
+                self.volatile, self.autoescape = True, None
+            else:
+                if option.key == "autoescape" and not self.volatile:
+                    self.autoescape = bool(value)
+        try:
+            body: list[nodes.Node] = []
+            for child in node.body:
+                result = self.visit(child)
+                body.extend(result if isinstance(result, list) else [result])
+            node.body = body
+        finally:
+            self.volatile, self.autoescape = outer
+        return node
+
 
 def _guard_filter(name: str, node: nodes.Expr) -> nodes.Filter:
     return nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
 
 
-class _GuardedCodeGenerator(CodeGenerator):
-    def visit_Template(self, node: nodes.Template, frame: Any = None) -> None:
-        for used in node.find_all(nodes.Filter):
-            if used.name.startswith(_INTERNAL_PREFIX):  # the guards' own filters are not the author's
-                self.fail(f"No filter named {used.name!r}.", used.lineno)
-        _GuardTransformer().visit(node)
-        super().visit_Template(node, frame)
-
-    def buffer(self, frame: Any) -> None:
-        # Every buffered frame (macro, call block, filter block, set block,
-        # recursive loop) starts its buffer here.
-        frame.buffer = self.temporary_identifier()
-        self.writeline(f"{frame.buffer} = environment.counted_buffer()")
-
-    def visit_Output(self, node: nodes.Output, frame: Any) -> None:
-        # Jinja evaluates every part of an output node before appending them
-        # to a buffer together: split long nodes, so that only a few values
-        # (each bounded) exist before they are counted.
-        for start in range(0, len(node.nodes), _PARTS_PER_APPEND):
-            part = nodes.Output(node.nodes[start : start + _PARTS_PER_APPEND], lineno=node.lineno)
-            if frame.buffer is None:
-                self._yield_joined(part, frame)
-            else:
-                super().visit_Output(part, frame)
-
-    def _yield_joined(self, node: nodes.Output, frame: Any) -> None:
-        """Yield a group of parts as one counted string, where Jinja yields
-        each part uncounted.
-
-        Jinja writes the code it would for a buffered frame, into a side
-        stream; its first line (``<buffer>.extend((`` or ``<buffer>.append(``,
-        written before any part's code) and its last line (the closing
-        parentheses, written after) are rewritten into
-        ``yield context.budget.counted(''.join((`` ... ``)))``. Template text
-        only ever appears in the lines between, inside string literals.
-        """
-        stream, self.stream = self.stream, StringIO()
-        frame.buffer = _PARTS_PLACEHOLDER
-        try:
-            super().visit_Output(node, frame)
-            lines = self.stream.getvalue().split("\n")
-        finally:
-            self.stream, frame.buffer = stream, None
-        code = [i for i, line in enumerate(lines) if line.strip()]
-        opening = next((i for i in code if lines[i].lstrip().startswith(f"{_PARTS_PLACEHOLDER}.")), None)
-        if opening is not None:  # None: nothing is written (a child template's output outside blocks)
-            head, tail = lines[opening].split(f"{_PARTS_PLACEHOLDER}.", 1)
-            if tail.startswith("extend(("):
-                lines[opening] = f"{head}yield context.budget.counted(''.join(("
-                lines[code[-1]] += ")"
-            else:  # append(: one part, and Jinja's closing parenthesis closes the call
-                lines[opening] = f"{head}yield context.budget.counted("
-        self.stream.write("\n".join(lines))
+def _refuse_guard_filters(tree: nodes.Template, name: str | None, filename: str | None) -> None:
+    for used in tree.find_all(nodes.Filter):
+        if used.name.startswith(_INTERNAL_PREFIX):  # the guards' own filters are not the author's
+            raise TemplateAssertionError(f"No filter named {used.name!r}.", used.lineno, name, filename)
 
 
-class _CountedBuffer(list):  # type: ignore[type-arg]
-    """A buffered frame's output, counted as it is appended: a macro's buffer
-    would otherwise grow without bound before anything printed it."""
-
-    __slots__ = ("_budget",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._budget = _active_budget()
-
-    def append(self, piece: str) -> None:
-        super().append(self._budget.counted(piece))
-
-    def extend(self, pieces: Iterable[str]) -> None:
-        super().extend([self._budget.counted(piece) for piece in pieces])
+@pass_context
+def _print_template_text(context: Context, text: str) -> str:
+    """Template text, counted. (Every output filter takes the context so that
+    Jinja never runs it at compile time.)"""
+    # budget.counted(text), inlined: this runs for most pieces of output.
+    budget = _budget.get() or _active_budget()
+    budget.chars += len(text)
+    if budget.chars > budget.max_chars:
+        raise SecurityError(f"rendering produced more than {budget.max_chars} characters")
+    return text
 
 
-class _BudgetedContext(Context):
-    """Jinja's Context, holding the budget of the render it belongs to, so
-    that generated code counts output without looking the budget up."""
+@pass_context
+def _print_text(context: Context, *parts: Any) -> str:
+    """The text of a group of an output's parts, counted; as Jinja prints
+    them where nothing is escaped: each value through ``_checked_print``
+    (what Jinja's ``finalize`` would be), then ``str()``."""
+    for part in parts:
+        if part.__class__ is not str:  # _checked_print and str() leave a str as it is
+            text = "".join([part if part.__class__ is str else str(_checked_print(part)) for part in parts])
+            break
+    else:
+        text = "".join(parts)
+    # budget.counted(text), inlined: this runs for every piece of output.
+    budget = _budget.get() or _active_budget()
+    budget.chars += len(text)
+    if budget.chars > budget.max_chars:
+        raise SecurityError(f"rendering produced more than {budget.max_chars} characters")
+    return text
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.budget = _active_budget()
+
+@pass_context
+def _print_parts(context: Context, kinds: str, *parts: Any) -> str:
+    """As ``_print_text``, wherever Jinja may escape: under autoescape, each
+    value through ``_checked_print`` then escaped, and template text as it is."""
+    if context.eval_ctx.autoescape:
+        text: str = Markup("").join(
+            [part if kind == "t" else escape(_checked_print(part)) for kind, part in zip(kinds, parts, strict=True)]
+        )
+    else:
+        text = "".join([part if part.__class__ is str else str(_checked_print(part)) for part in parts])
+    return _active_budget().counted(text)
+
+
+@pass_context
+def _count_written(context: Context, value: Any) -> Any:
+    if isinstance(value, str):
+        _active_budget().counted(value)
+    return value
 
 
 class _KeptOutput:
@@ -370,15 +436,6 @@ class _KeptOutput:
             yield budget.counted(piece)
 
 
-class _RunningRenderBudget:
-    """Stands in for the budget in a kept module's context, which outlives
-    the render that built it (its macros can still yield a block)."""
-
-    @staticmethod
-    def counted(piece: str) -> str:
-        return _active_budget().counted(piece)
-
-
 @dataclass(frozen=True)
 class _ModuleCost:
     """What building a module spent; charged again to every render that
@@ -388,7 +445,7 @@ class _ModuleCost:
     iterations: int
 
 
-class _GuardedTemplate(Template):
+class _GuardedTemplate(ImportHookTemplate):
     """Jinja's Template, keeping imported modules only when they hold no state.
 
     Jinja keeps a template's module (what an import, or an include without
@@ -406,15 +463,18 @@ class _GuardedTemplate(Template):
         locals: Mapping[str, Any] | None = None,  # noqa: A002
     ) -> TemplateModule:
         context = self.new_context(vars, shared, locals)
-        module = TemplateModule(self, context, _KeptOutput(list(self.root_render_func(context))))
-        module._registry_context = context  # type: ignore[attr-defined]  # not exported: a leading underscore
+        output = _KeptOutput(list(top_level_output(self, context)))
+        module = module_from_output(self, context, output)
+        # Not exported to templates: a leading underscore.
+        module._registry_context = context  # type: ignore[attr-defined]
+        module._registry_output = output  # type: ignore[attr-defined]
         return module
 
-    def _get_default_module(self, ctx: Context | None = None) -> TemplateModule:
-        if ctx is not None and ctx.globals_keys - self.globals.keys():
-            return super()._get_default_module(ctx)  # Jinja builds a new module, never kept
+    def module_for_import(self, ctx: Context | None) -> TemplateModule:
+        if needs_caller_globals(self, ctx):
+            return self.jinja_module_for_import(ctx)  # Jinja builds a new module, never kept
         budget = _active_budget()
-        kept = self._module
+        kept = self.kept_module
         if kept is not None:
             cost: _ModuleCost = kept._registry_cost  # type: ignore[attr-defined]
             budget.charge(cost.chars, cost.iterations)
@@ -427,8 +487,7 @@ class _GuardedTemplate(Template):
             context = module._registry_context  # type: ignore[attr-defined]
             if not _holds_state(context.vars.values()):
                 module._registry_cost = _ModuleCost(budget.chars - chars, budget.iterations - iterations)  # type: ignore[attr-defined]
-                context.budget = _RunningRenderBudget
-                self._module = module
+                self.kept_module = module
         return module
 
 
@@ -461,9 +520,9 @@ def _measured_literal(value: Any) -> Any:
 
 
 def _checked_print(value: Any) -> Any:
-    """Jinja's ``finalize``: every printed value passes here before ``str()``.
-    A container prints all its parts, and a nested list that shares one large
-    part prints huge: measure it first."""
+    """What Jinja's ``finalize`` would be: the output filters pass every
+    printed value here before ``str()``. A container prints all its parts, and
+    a nested list that shares one large part prints huge: measure it first."""
     kind = value.__class__
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
@@ -523,13 +582,13 @@ def _approx_size(value: Any, limit: int) -> int:
             total += 2 + 2 * len(item)
             pending.extend(item)
         elif isinstance(item, Namespace):  # prints its attributes like a dict
-            pending.append(item._Namespace__attrs)  # type: ignore[attr-defined]
+            pending.append(namespace_attributes(item))
         elif isinstance(item, int):
             total += item.bit_length() // 3 + 1  # ints may have 65,536 bits: about 20,000 digits
         elif isinstance(item, range):
             total += 2 + 10 * len(item)
-        elif isinstance(item, TemplateModule) and isinstance(item._body_stream, _KeptOutput):
-            total += item._body_stream.size
+        elif isinstance(item, TemplateModule) and hasattr(item, "_registry_output"):
+            total += item._registry_output.size
         else:
             total += 8
     return total
@@ -627,8 +686,9 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
     The wrapper takes the context, whatever the filter takes: Jinja folds a
     filter without one into a constant at compile time, with no render's
     limits and its result kept in the compiled code."""
-    passes = _PassArg.from_obj(func)
+    passes = filter_passes(func)
 
+    @pass_context
     @wraps(func)
     def guarded(context: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _active_budget()
@@ -654,18 +714,17 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
             # They test or map item after item inside, yielding only some:
             # each item they take is a step, as a loop's would be.
             args = (_counted(args[0]), *args[1:])
-        if passes is _PassArg.context:
+        if passes == "context":
             args = (context, *args)
-        elif passes is _PassArg.eval_context:
+        elif passes == "eval_context":
             args = (context.eval_ctx, *args)
-        elif passes is _PassArg.environment:
+        elif passes == "environment":
             args = (context.environment, *args)
         result = func(*args, **kwargs)
         if isinstance(result, GeneratorType):  # map, select, reject, ...: lazy, so measured item by item
             return _metered(result, f"the {name} filter")
         return _check_result(result, limits, f"the {name} filter")
 
-    guarded.jinja_pass_arg = _PassArg.context  # type: ignore[attr-defined]
     return guarded
 
 
@@ -685,8 +744,6 @@ def _metered(items: Iterator[Any], what: str) -> Iterator[Any]:
 class TemplateEnvironment(ImmutableSandboxedEnvironment):
     """The sandboxed Jinja environment every definition is compiled in."""
 
-    code_generator_class = _GuardedCodeGenerator
-    context_class = _BudgetedContext
     template_class = _GuardedTemplate
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
@@ -696,7 +753,6 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             undefined=StrictUndefined,
             autoescape=False,
             auto_reload=False,
-            finalize=_checked_print,
         )
         for name in _NONDETERMINISTIC_GLOBALS:
             del self.globals[name]
@@ -708,11 +764,32 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         self.filters[_LOOP_FILTER] = _count_loop
         self.filters[_CONCAT_FILTER] = _guarded_concat
         self.filters[_LITERAL_FILTER] = _measured_literal
-        self.counted_buffer = _CountedBuffer
+        self.filters[_OUTPUT_FILTER] = _print_parts
+        self.filters[_TEXT_OUTPUT_FILTER] = _print_text
+        self.filters[_TEMPLATE_TEXT_FILTER] = _print_template_text
+        self.filters[_WRITTEN_FILTER] = _count_written
         # A partial's analysis, by name: partials never change in one
         # environment, and every definition of a release that includes one
         # would otherwise parse it again.
         self.partial_analyses: dict[str, tuple[frozenset[str], tuple[str | None, ...]] | Exception] = {}
+
+    def compile(  # type: ignore[override]
+        self,
+        source: str | nodes.Template,
+        name: str | None = None,
+        filename: str | None = None,
+        raw: bool = False,
+        defer_init: bool = False,
+    ) -> str | CodeType:
+        # Every template is compiled here, a definition's and every partial
+        # its loader gives: the guards go into the syntax tree first.
+        tree = self.parse(source, name, filename) if isinstance(source, str) else source
+        try:
+            _refuse_guard_filters(tree, name, filename)
+        except TemplateSyntaxError:
+            self.handle_exception(source=source if isinstance(source, str) else None)
+        _GuardTransformer(self).visit(tree)
+        return super().compile(tree, name, filename, raw, defer_init)  # type: ignore[call-overload,no-any-return]
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         # Each of these can copy a megabyte: a template of many of them is
@@ -817,7 +894,7 @@ class CompiledTemplate:
             raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
         except (RecursionError, SyntaxError, MemoryError) as exc:
             raise TemplateCompileError(_too_complex(exc)) from exc
-        self.template = environment.template_class.from_code(environment, code, environment.make_globals(None), None)
+        self.template = template_from_code(environment, code)
 
 
 def _too_complex(exc: BaseException) -> TemplateProblem:
