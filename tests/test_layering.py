@@ -63,8 +63,6 @@ PENDING: set[tuple[str, str]] = {
     # The parsers check tool arguments with the format's inputs schemas,
     # while the format's definitions hold a parser: a cycle between packages.
     ("registry.agents.parsers", "registry.format.inputschema"),
-    # Report colours are registry.authoring.colour's now.
-    ("registry.authoring.commands", "registry.cli.terminal"),
     # The service answers /diff with authoring's semantic diff.
     ("registry.serving.service", "registry.authoring.diff"),
 }

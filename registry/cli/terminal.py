@@ -6,9 +6,6 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-# Until registry.authoring.commands imports paint from registry.authoring.colour.
-from registry.authoring.colour import paint as paint
-
 
 def use_colour(stream: TextIO) -> bool:
     """Colour on a terminal, unless NO_COLOR is set and not empty (https://no-color.org)."""
