@@ -47,7 +47,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
 from types import CodeType, GeneratorType
-from typing import Any
+from typing import Any, Literal, overload
 
 from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
 from jinja2.exceptions import (
@@ -316,8 +316,9 @@ class _GuardTransformer(NodeTransformer):
         for start in range(0, len(node.nodes), _PARTS_PER_OUTPUT):
             parts = node.nodes[start : start + _PARTS_PER_OUTPUT]
             if self.autoescape is False and not self.volatile:  # the usual case: plain text
-                if all(isinstance(part, nodes.TemplateData) for part in parts):
-                    text = nodes.TemplateData("".join(part.data for part in parts), lineno=node.lineno)
+                texts = [part.data for part in parts if isinstance(part, nodes.TemplateData)]
+                if len(texts) == len(parts):
+                    text = nodes.TemplateData("".join(texts), lineno=node.lineno)
                     printed = _guard_filter(_TEMPLATE_TEXT_FILTER, text)
                 else:
                     printed = nodes.Filter(parts[0], _TEXT_OUTPUT_FILTER, parts[1:], [], None, None, lineno=node.lineno)
@@ -361,7 +362,7 @@ class _GuardTransformer(NodeTransformer):
         return node
 
 
-def _guard_filter(name: str, node: nodes.Expr) -> nodes.Filter:
+def _guard_filter(name: str, node: nodes.Node) -> nodes.Filter:
     return nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
 
 
@@ -561,8 +562,8 @@ def _guarded_concat(context: Any, parts: Sequence[Any]) -> str:
     limits = budget.limits
     _check_measured(parts, limits, "the ~ operator")
     # As Jinja's own ~: Markup stays Markup (and the rest is escaped) under autoescape.
-    joined = markup_join(parts) if context.eval_ctx.autoescape else "".join(map(str, parts))
-    return _check_result(joined, limits, "the ~ operator")
+    joined: str = markup_join(parts) if context.eval_ctx.autoescape else "".join(map(str, parts))
+    return _check_result(joined, limits, "the ~ operator")  # type: ignore[no-any-return]  # joined, unchanged
 
 
 def _approx_size(value: Any, limit: int) -> int:
@@ -773,7 +774,27 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         # would otherwise parse it again.
         self.partial_analyses: dict[str, tuple[frozenset[str], tuple[str | None, ...]] | Exception] = {}
 
-    def compile(  # type: ignore[override]
+    @overload
+    def compile(
+        self,
+        source: str | nodes.Template,
+        name: str | None = None,
+        filename: str | None = None,
+        raw: Literal[False] = False,
+        defer_init: bool = False,
+    ) -> CodeType: ...
+
+    @overload
+    def compile(
+        self,
+        source: str | nodes.Template,
+        name: str | None = None,
+        filename: str | None = None,
+        raw: Literal[True] = ...,
+        defer_init: bool = False,
+    ) -> str: ...
+
+    def compile(
         self,
         source: str | nodes.Template,
         name: str | None = None,
@@ -789,7 +810,9 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         except TemplateSyntaxError:
             self.handle_exception(source=source if isinstance(source, str) else None)
         _GuardTransformer(self).visit(tree)
-        return super().compile(tree, name, filename, raw, defer_init)  # type: ignore[call-overload,no-any-return]
+        if raw:
+            return super().compile(tree, name, filename, True, defer_init)
+        return super().compile(tree, name, filename, False, defer_init)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         # Each of these can copy a megabyte: a template of many of them is
