@@ -728,3 +728,49 @@ def test_guarded_render_equals_plain_sandboxed_render(source: str, x: str, xs: l
     variables = {"x": x, "xs": xs}
     (message,) = render_messages([("user", _guarded(source))], variables, limits=RenderLimits())
     assert message.content == _sandboxed(source).render(variables)
+
+
+# --- the guard in the syntax tree (issue 17) -------------------------------------------------
+
+
+def test_a_filter_block_at_the_top_level_counts_what_it_writes() -> None:
+    # Jinja writes a filter block's result straight out; uncounted at the top
+    # level, a loop of them allocated 20 MB under a 10 kB limit.
+    source = "{% for i in range(1000) %}{% filter center(10000) %}x{% endfilter %}{% endfor %}"
+    limits = RenderLimits(max_output_bytes=10_000)
+    assert "produced more than 40000 characters" in str(_render_error(source, limits=limits))
+    assert _peak_allocation(source, limits) < 50 * limits.max_output_bytes
+
+
+def test_output_is_counted_once_where_it_is_made() -> None:
+    # 100 bytes of output allow 400 characters of work: four set blocks of 99
+    # characters and the 2 printed are 398; three characters more are over.
+    limits = RenderLimits(max_output_bytes=100)
+    blocks = ("{% set y %}" + "x" * 99 + "{% endset %}") * 4
+    assert _render(blocks + "ok", limits=limits) == "ok"
+    error = _render_error(blocks + "{% set z %}xxx{% endset %}ok", limits=limits)
+    assert "produced more than 400 characters" in str(error)
+
+
+def test_a_partial_is_guarded_as_a_definitions_template_is() -> None:
+    # Partials are compiled by Jinja's loader: through TemplateEnvironment.compile too.
+    partials = {"_partials/sneaky.jinja": "{{ x | __registry_loop }}"}
+    with pytest.raises(TemplateCompileError, match="No filter named '__registry_loop'"):
+        analyse_partial(TemplateEnvironment(partials.get), "_partials/sneaky.jinja")
+    error = _render_error("{% include '_partials/sneaky.jinja' %}", {"x": [1]}, partials=partials)
+    assert "No filter named '__registry_loop'" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("scope", "refused"),
+    [("{% autoescape true %}", False), ("{% autoescape x == '' %}", True), ("{% autoescape false %}", False)],
+)
+def test_template_text_is_finalized_under_autoescape_as_jinja_finalizes_it(scope: str, refused: bool) -> None:
+    # Jinja finalizes template text only where it decides at render time
+    # whether to escape: there, text longer than one value may be is refused.
+    source = scope + "{% set y %}" + "<i>" * 4_000 + "{{ x }}{% endset %}{% endautoescape %}ok"
+    limits = RenderLimits(max_output_bytes=10_000)
+    if refused:
+        assert "printing a value" in str(_render_error(source, {"x": ""}, limits=limits))
+    else:
+        assert _render(source, {"x": ""}, limits=limits) == "ok" == _sandboxed(source).render({"x": ""})
