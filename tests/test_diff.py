@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from registry.authoring.diff import classify, required_bump
+from registry.authoring.commands import required_bump
+from registry.format.diff import classify
 from registry.serving.service import RegistryService
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, make_app

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry.agents.parsers import ParseError
-from registry.authoring.colour import paint
-from registry.authoring.diff import LibraryDiff, classify, diff_catalogs, diff_lines, required_bump
+from registry.authoring.colour import diff_lines, paint
 from registry.authoring.lint import find_agents_root, open_worktree_catalog
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
 from registry.format.definition import SCHEMA_FILE, CompiledAgent
+from registry.format.diff import Bump, LibraryDiff, classify, diff_catalogs
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog, check_agent_name
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import WORKTREE_TAG, Issue, Release, location, plural
@@ -370,3 +370,16 @@ def _immutability_failures(
         if not same:
             failures.append(f"tag {existing.tag} already exists with other content; a released tag never changes")
     return failures
+
+
+def required_bump(previous: str, following: str) -> Bump:
+    """The bump from version ``previous`` to ``following`` (``none`` when not higher)."""
+    old, new = parse_version(previous), parse_version(following)
+    if old is None or new is None or not new > old:
+        return "none"
+    a, b = old.semver, new.semver
+    if b.major > a.major:
+        return "major"
+    if b.minor > a.minor:
+        return "minor"
+    return "patch"

@@ -21,8 +21,7 @@ from typing import Any
 
 import re2
 
-from registry.authoring.colour import paint
-from registry.authoring.diff import diff_lines
+from registry.authoring.colour import diff_lines, paint
 from registry.authoring.lint import find_agents_root, open_worktree_catalog
 from registry.errors import InvalidDefinition, RegistryError
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent

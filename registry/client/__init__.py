@@ -8,8 +8,11 @@
     prompt.as_dicts()   # [{"role": ..., "content": ...}]
 
 Importing it imports none of the server's dependencies (Flask, Redis,
-GitPython) nor its modules: rendering, models and errors are the ones the
-server uses, so a local render is the server's render. See docs/client.md.
+GitPython) nor its serving modules. It shares with the server what makes a
+local render the server's render: ``rendering``, ``agents`` (output
+parsers), ``format.definition`` and ``format.bundle``, ``store.releases``
+(ranges resolve as the server resolves them), ``models`` and ``errors``
+(tests/test_layering.py holds it to that). See docs/client.md.
 """
 
 from registry.agents.parsers import FinalAnswer, ParseError, ParseResult, ToolCall

@@ -2,7 +2,9 @@
 
 Owns the JSON Schema of a definition, the safe YAML reader, the definition
 model and its compilation into something that renders, the inputs schemas
-and their budget, loading definitions from a tree, digests and bundles.
+and their budget, the ``Tree`` protocol and loading definitions from one,
+digests, bundles, and the semantic diff between two versions of a library
+with the SemVer bump it requires.
 
 May import: ``registry.errors``, ``registry.models``, ``registry.rendering``
 and ``registry.agents`` (a compiled definition holds its templates and its

@@ -6,5 +6,7 @@ API blueprint and its pages, the application factory and the WSGI server
 (gunicorn, gevent, the body deadline and the slow lane).
 
 May import: every package above it (format, rendering, store, agents) and
-the shared modules. Nothing of authoring, the client or the CLI.
+the shared modules. Nothing of authoring or the client; of the CLI only
+``geventserve``, an entry point that patches the interpreter for gevent and
+then runs the command line again.
 """

@@ -40,7 +40,6 @@ from typing import Any
 from cachetools import LRUCache
 
 from registry.agents.parsers import ParseResult
-from registry.authoring.diff import LibraryDiff, diff_catalogs
 from registry.errors import (
     AgentNotFound,
     InvalidDefinition,
@@ -52,6 +51,7 @@ from registry.errors import (
     StoreError,
 )
 from registry.format.bundle import BundleRelease, encode_bundle
+from registry.format.diff import LibraryDiff, diff_catalogs
 from registry.format.loading import LoadedAgent, ReleaseCatalog, check_agent_name
 from registry.format.safeyaml import YamlLimits
 from registry.models import AgentSummary, Prompt, Release, Resolution

@@ -15,7 +15,6 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from registry.authoring.colour import paint
 from registry.errors import InvalidDefinition, RegistryError
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.models import Issue, Release
@@ -214,27 +213,6 @@ def _unified(before: str, after: str, label: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-# ANSI styles of the text reports (`diff`, `test`), by what they mark.
-def diff_lines(text: str, *, colour: bool = False) -> list[str]:
-    """The lines of a unified diff; with ``colour``, as git colours them:
-    file headers bold, hunk headers cyan, added lines green, removed red."""
-    lines = []
-    for line in text.rstrip("\n").splitlines():
-        if line.startswith(("--- ", "+++ ")):
-            style = "bold"
-        elif line.startswith("@@"):
-            style = "hunk"
-        elif line.startswith("+"):
-            style = "added"
-        elif line.startswith("-"):
-            style = "removed"
-        else:
-            lines.append(line)
-            continue
-        lines.append(paint(line, style, colour=colour))
-    return lines
-
-
 # -- the release gate ----------------------------------------------------------------
 
 
@@ -356,18 +334,3 @@ def _types(schema: dict[str, Any]) -> set[str] | None:
     if "number" in types:
         types.add("integer")  # an integer is a number: number -> integer narrows, integer -> number widens
     return types
-
-
-def required_bump(previous: str, following: str) -> Bump:
-    """The bump from version ``previous`` to ``following`` (``none`` when not higher)."""
-    from registry.store.releases import parse_version
-
-    old, new = parse_version(previous), parse_version(following)
-    if old is None or new is None or not new > old:
-        return "none"
-    a, b = old.semver, new.semver
-    if b.major > a.major:
-        return "major"
-    if b.minor > a.minor:
-        return "minor"
-    return "patch"
