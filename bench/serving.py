@@ -51,8 +51,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loadgen import Load, available_generator, drive  # noqa: E402
-from make_library import large_library, small_library  # noqa: E402
+from loadgen import Load, available_generator, drive
+from make_library import large_library, small_library
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable

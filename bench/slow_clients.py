@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_library import small_library  # noqa: E402
-from serving import AGENT, REGISTRY_APP, gunicorn, machine  # noqa: E402
+from make_library import small_library
+from serving import AGENT, REGISTRY_APP, gunicorn, machine
 
 USECASE, NAME = AGENT
 GET_PATH = f"/v1/agents/{USECASE}/{NAME}?release=v1.2.0"

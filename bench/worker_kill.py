@@ -38,12 +38,12 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_library import small_library  # noqa: E402
-from serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine  # noqa: E402
+from make_library import small_library
+from serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine
 
 sys.path.insert(0, str(ROOT))
 
-from tests.servers import established_connections, keep_alive_load, live_workers  # noqa: E402
+from tests.servers import established_connections, keep_alive_load, live_workers
 
 USECASE, NAME = AGENT
 GET_PATH = f"/v1/agents/{USECASE}/{NAME}?release=v1.2.0"

@@ -15,12 +15,11 @@ with it before any store is opened.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from registry.errors import ConfigurationError
-from registry.settings import DEFAULT_ROOT
+from registry.settings import DEFAULT_ROOT, environment_for
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,9 @@ def find_library(explicit: str | None = None, *, root: str | None = None) -> Lib
     """
     if explicit is not None:
         return Library(existing_directory(explicit, "--repo"), root)
-    configured = os.environ.get("REGISTRY_REPO", "").strip()
-    if configured:
-        return Library(existing_directory(configured, "REGISTRY_REPO"), root)
+    for variable, configured in environment_for("repo").items():
+        if configured.strip():
+            return Library(existing_directory(configured.strip(), variable), root)
     here = Path.cwd()
     for directory in (here, *here.parents):
         if is_repository(directory):
@@ -54,7 +53,7 @@ def find_library(explicit: str | None = None, *, root: str | None = None) -> Lib
 
 def configured_root(option: str | None) -> str | None:
     """``--root``, else ``REGISTRY_ROOT``, else None."""
-    return option or os.environ.get("REGISTRY_ROOT", "").strip() or None
+    return option or next(iter(environment_for("root").values()), "").strip() or None
 
 
 def is_repository(directory: Path) -> bool:
