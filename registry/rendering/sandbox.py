@@ -459,9 +459,9 @@ class _GuardedTemplate(ImportHookTemplate):
 
     def make_module(
         self,
-        vars: dict[str, Any] | None = None,  # noqa: A002 - Jinja's names
+        vars: dict[str, Any] | None = None,
         shared: bool = False,
-        locals: Mapping[str, Any] | None = None,  # noqa: A002
+        locals: Mapping[str, Any] | None = None,
     ) -> TemplateModule:
         context = self.new_context(vars, shared, locals)
         output = _KeptOutput(list(top_level_output(self, context)))
@@ -839,18 +839,18 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         result = super().call_binop(context, operator, left, right)
         return _check_result(result, limits, f"the {operator} operator")
 
-    def get_template(self, name: Any, parent: str | None = None, globals: Any = None) -> Any:  # noqa: A002
+    def get_template(self, name: Any, parent: str | None = None, globals: Any = None) -> Any:
         # Include, import and extends all load through here (or select_template):
         # each counts as a step, so templates that include one another on
         # every branch fan out no further than a loop could.
         _active_budget().spend_iteration()
         return super().get_template(name, parent, globals)
 
-    def select_template(self, names: Any, parent: str | None = None, globals: Any = None) -> Any:  # noqa: A002
+    def select_template(self, names: Any, parent: str | None = None, globals: Any = None) -> Any:
         _active_budget().spend_iteration()
         return super().select_template(names, parent, globals)
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _active_budget()
         budget.spend_iteration()
         limits = budget.limits
@@ -1035,7 +1035,7 @@ def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, A
         raise _render_error(role, "recursion too deep") from exc
     except MemoryError as exc:
         raise _render_error(role, "out of memory while rendering") from exc
-    except Exception as exc:  # noqa: BLE001 - anything a template's code raises is the author's error
+    except Exception as exc:
         raise _render_error(role, f"{type(exc).__name__}: {exc}") from exc
 
 
