@@ -139,10 +139,7 @@ class RenderAnswer:
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``POST .../render`` and of ``render --format json``."""
         return {
-            "release": self.resolution.as_dict(),
-            "usecase": self.agent.usecase,
-            "name": self.agent.name,
-            "digest": self.agent.digest,
+            **_provenance(self.resolution, self.agent),
             "messages": self.prompt.as_dicts(),
             "model": self.prompt.model,
             "params": self.prompt.params,
@@ -160,13 +157,17 @@ class ParseAnswer:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``POST .../parse``."""
-        return {
-            "release": self.resolution.as_dict(),
-            "usecase": self.agent.usecase,
-            "name": self.agent.name,
-            "digest": self.agent.digest,
-            "result": self.result.as_dict(),
-        }
+        return {**_provenance(self.resolution, self.agent), "result": self.result.as_dict()}
+
+
+def _provenance(resolution: Resolution, agent: LoadedAgent) -> dict[str, Any]:
+    """What every answer about one agent opens with: the release and the agent."""
+    return {
+        "release": resolution.as_dict(),
+        "usecase": agent.usecase,
+        "name": agent.name,
+        "digest": agent.digest,
+    }
 
 
 @dataclass(frozen=True)
