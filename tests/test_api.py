@@ -1026,6 +1026,12 @@ def test_docs_is_swagger_ui_over_the_openapi_document_with_local_assets(client: 
     _validate_against_openapi("/docs", "get", response)
 
 
+def test_docs_with_a_trailing_slash_is_the_same_page(client: FlaskClient) -> None:
+    with_slash = client.get("/docs/")
+    assert with_slash.status_code == 200 and with_slash.mimetype == "text/html"
+    assert with_slash.get_data() == client.get("/docs").get_data()
+
+
 def test_docs_assets_come_from_the_package_with_long_lived_caching(client: FlaskClient) -> None:
     page = client.get("/docs").get_data(as_text=True)
     kinds = {"css": "text/css", "js": "text/javascript", "png": "image/png"}

@@ -107,7 +107,8 @@ def index() -> Response:
     return response
 
 
-@bp.get("/docs")
+# "/docs/" too: people type it, and the page's links are absolute.
+@bp.get("/docs", strict_slashes=False)
 def api_docs() -> Response:
     """Swagger UI over ``/openapi.json``."""
     page = _DOCS_PAGE.format(
