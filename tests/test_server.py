@@ -205,3 +205,31 @@ def test_a_long_render_lets_other_requests_through_between_its_slices(tmp_path) 
         finally:
             spinner.join(timeout=60)
         assert answers and answers[0] in (200, 422)
+
+
+@pytest.mark.parametrize("worker_class", ["gevent", "gthread"])
+def test_requests_the_server_cannot_parse_are_answered_with_problems(worker_class: str) -> None:
+    """gunicorn answers these itself, before the application: in HTML, until
+    the registry's workers answered them as problems like every other error."""
+    requests = {
+        414: b"GET /v1/agents/chat/minimal?release=" + b"v" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        431: b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(150)) + b"\r\n",
+        400: b"GET /healthz HTTP/1.1\r\nBad Header Name: v\r\n\r\n",
+    }
+    slugs = {414: "uri-too-long", 431: "headers-too-large", 400: "invalid-request"}
+    environment = {**_quiet_environment(), "REGISTRY_WORKER_CLASS": worker_class}
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=environment) as server:
+        for status, raw in requests.items():
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                sock.sendall(raw)
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 %d " % status), head
+            assert b"Content-Type: application/problem+json" in head
+            problem = json.loads(body)
+            assert problem["type"] == f"/problems/{slugs[status]}" and problem["status"] == status
+            assert b"<html" not in body and b"vvvvvvvvvv" not in body
+        with urllib.request.urlopen(server.base + "/healthz", timeout=5) as response:
+            assert response.status == 200

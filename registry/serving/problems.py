@@ -49,6 +49,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "payload-too-large": "The request body is larger than the registry accepts.",
     "request-timeout": "The request body did not arrive within the deadline (REGISTRY_BODY_SECONDS); "
     "send it again, in full.",
+    "uri-too-long": "The request line (method, path and query) is longer than the server reads (4094 bytes).",
+    "headers-too-large": "The request has more headers, or longer ones, than the server reads.",
     "not-found": "No such route.",
     "release-not-found": "No release matches the one requested; 'available' lists the newest releases.",
     "agent-not-found": "The release has no definition for this usecase and name.",

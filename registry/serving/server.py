@@ -32,9 +32,25 @@ import gevent
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
+from gunicorn.http.errors import (
+    ChunkMissingTerminator,
+    InvalidChunkSize,
+    InvalidHeader,
+    InvalidHeaderName,
+    InvalidHTTPVersion,
+    InvalidRequestLine,
+    InvalidRequestMethod,
+    LimitRequestHeaders,
+    LimitRequestLine,
+    ObsoleteFolding,
+)
+from gunicorn.util import write_nonblock
+from gunicorn.workers.ggevent import GeventWorker
+from gunicorn.workers.gthread import ThreadWorker
 
 from registry.serving.app import create_app
 from registry.serving.metrics import worker_exited
+from registry.serving.problems import PROBLEM_MEDIA_TYPE, PROBLEM_TYPE_PREFIX
 from registry.settings import Settings
 
 # A kept-alive connection is closed after this many requests. Clients that
@@ -62,7 +78,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         "bind": bind_address(settings.host, settings.port),
         "workers": settings.workers,
         **per_worker,
-        "worker_class": settings.worker_class,
+        "worker_class": _WORKER_CLASSES[settings.worker_class],
         "loglevel": settings.log_level,
         "accesslog": "-" if settings.access_log else None,
         "errorlog": "-",
@@ -83,6 +99,81 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # several registries on one machine; we manage by signals.
         "control_socket_disable": True,
     }
+
+
+class _ProblemAnswers:
+    """Answers to requests gunicorn cannot parse, as problem documents.
+
+    gunicorn reads the request line and headers itself and answers what it
+    cannot parse (a URL over ``limit_request_line``, too many or too long
+    headers, a malformed line) with an HTML page of its own, before the
+    application sees anything. Every other error of this service is an RFC
+    9457 problem; these are too. Anything else is left to gunicorn.
+    """
+
+    cfg: Any
+    log: Any
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        answer = self._problem(exc)
+        if answer is None:
+            super().handle_error(req, client, addr, exc)  # type: ignore[misc]  # the gunicorn worker this mixes into
+            return
+        status, reason, slug, detail = answer
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], detail)
+        body = json.dumps({"type": PROBLEM_TYPE_PREFIX + slug, "title": reason, "status": status, "detail": detail})
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: {PROBLEM_MEDIA_TYPE}\r\n"
+            f"Cache-Control: no-store\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        try:
+            write_nonblock(client, (head + body).encode("latin-1"))
+        except OSError:
+            self.log.debug("could not send the answer to an invalid request")
+
+    def _problem(self, exc: BaseException) -> tuple[int, str, str, str] | None:
+        if isinstance(exc, LimitRequestLine):
+            limit = self.cfg.limit_request_line
+            return (
+                414,
+                "URI Too Long",
+                "uri-too-long",
+                f"the request line (method, path and query) is over {limit} bytes",
+            )
+        if isinstance(exc, LimitRequestHeaders):
+            return (
+                431,
+                "Request Header Fields Too Large",
+                "headers-too-large",
+                f"the request headers are too large: {exc}",
+            )
+        if isinstance(exc, _UNPARSABLE):
+            return 400, "Invalid request", "invalid-request", f"the request is not valid HTTP/1.1: {str(exc)[:200]}"
+        return None
+
+
+class ProblemGeventWorker(_ProblemAnswers, GeventWorker):
+    """gunicorn's gevent worker, answering unparsable requests with problems."""
+
+
+class ProblemThreadWorker(_ProblemAnswers, ThreadWorker):
+    """gunicorn's gthread worker, answering unparsable requests with problems."""
+
+
+_WORKER_CLASSES = {
+    "gevent": f"{__name__}.ProblemGeventWorker",
+    "gthread": f"{__name__}.ProblemThreadWorker",
+}
+_UNPARSABLE = (
+    InvalidRequestLine,
+    InvalidRequestMethod,
+    InvalidHTTPVersion,
+    InvalidHeader,
+    InvalidHeaderName,
+    ObsoleteFolding,
+    InvalidChunkSize,
+    ChunkMissingTerminator,
+)
 
 
 def _pre_request(worker: Any, req: Any) -> None:
