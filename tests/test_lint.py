@@ -40,6 +40,16 @@ def _rules(report: LintReport) -> set[str]:
     return {f.rule for f in report.findings}
 
 
+def _chain(*agents: str, question: str = "q", ids: tuple[str, ...] = (), limits: dict[str, int] | None = None) -> str:
+    """A chain composite running ``agents`` in order."""
+    steps = "".join(
+        f"    - {{id: {ids[index] if ids else f's{index}'}, agent: {agent}, inputs: {{question: '{question}'}}}}\n"
+        for index, agent in enumerate(agents)
+    )
+    bounds = f"  limits: {json.dumps(limits)}\n" if limits else ""
+    return f"name: Chain\npattern:\n  kind: chain\n  steps:\n{steps}{bounds}"
+
+
 GOOD = {"chat/with_rules.yml": WITH_RULES, "_partials/rules.jinja": RULES_PARTIAL, "chat/minimal.yml": MINIMAL}
 
 # Each rule: a library that breaks it (on top of GOOD), and the rule id.
@@ -91,6 +101,24 @@ prompt_templates:
         "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/self.jinja' %}\"\n",
         "_partials/self.jinja": "again: {% include '_partials/self.jinja' %}",
     },
+    "composite-reference": {"chat/bad.yml": _chain("chat/miniml")},
+    "composite-cycle": {"chat/bad.yml": _chain("chat/bad")},
+    "composite-inputs": {"chat/bad.yml": _chain("chat/minimal", question="{{ steps.later.output }}")},
+    "composite-duplicate-id": {"chat/bad.yml": _chain("chat/minimal", "chat/minimal", ids=("a", "a"))},
+    "composite-parser": {
+        "chat/bad.yml": _chain("chat/minimal").replace("id: s0,", "id: s0, gate: {on_block: blocked},"),
+    },
+    "composite-route": {
+        "chat/classify.yml": MINIMAL + "output_parser: {type: json, output_schema: {required: [label],"
+        " properties: {label: {type: string}}}}\n",
+        "chat/bad.yml": "name: x\npattern:\n  kind: route\n  classifier: {agent: chat/classify, inputs: {question: q}}\n"
+        "  routes: {a: {agent: chat/minimal, inputs: {question: q}}}\n",
+    },
+    "composite-depth": {
+        **{f"chat/n{i}.yml": _chain(f"chat/n{i + 1}") for i in range(9)},
+        "chat/n9.yml": _chain("chat/minimal"),
+    },
+    "composite-budget": {"chat/bad.yml": _chain(*["chat/minimal"] * 11, limits={"max_llm_calls": 10})},
 }
 
 
@@ -374,3 +402,22 @@ def test_render_a_release_with_an_inputs_file(released_repo: LibraryRepo, tmp_pa
     assert body["messages"][0]["content"].endswith("- Be kind\n")
     absent = _run("render", "chat/with_rules", "--release", "v9.0.0", cwd=released_repo.path)
     assert absent.returncode == 1 and "v9.0.0" in absent.stderr
+
+
+def test_a_library_with_composites_passes_and_their_inputs_count_as_used(tmp_path: Path) -> None:
+    composite = (
+        "name: Chain\ninputs: {type: object, properties: {question: {type: string}}}\n"
+        "pattern:\n  kind: chain\n  steps:\n    - {id: a, agent: chat/minimal, inputs: {question: '{{ inputs.question }}'}}\n"
+    )
+    report = lint(_library(tmp_path, {**GOOD, "chat/composite.yml": composite}))
+    assert report.findings == []
+
+
+def test_a_composite_finding_has_its_line_and_the_cycle_path(tmp_path: Path) -> None:
+    files = {"chat/a.yml": _chain("chat/b"), "chat/b.yml": _chain("chat/a")}
+    report = lint(_library(tmp_path, {**GOOD, **files}))
+    cycles = [(f.file, f.line, f.message) for f in report.findings if f.rule == "composite-cycle"]
+    assert cycles == [
+        (f"{AGENTS}/chat/a.yml", 5, "composites reference each other in a cycle: chat/a -> chat/b -> chat/a"),
+        (f"{AGENTS}/chat/b.yml", 5, "composites reference each other in a cycle: chat/b -> chat/a -> chat/b"),
+    ]

@@ -117,6 +117,54 @@ RULES: dict[str, Rule] = {
             "a template names a tool the definition does not declare",
             "declare the tool under 'tools:', or fix its name",
         ),
+        Rule(
+            "composite-reference",
+            "error",
+            "a composite runs an agent that is not a valid agent of the same release",
+            "reference an existing, valid agent of this release as usecase/name",
+        ),
+        Rule(
+            "composite-cycle",
+            "error",
+            "composites that run each other in a cycle, so a run never ends",
+            "break the cycle: a composite cannot run itself, directly or through others",
+        ),
+        Rule(
+            "composite-inputs",
+            "error",
+            "a step's inputs read what is not available at that point, or do not fit the agent they call",
+            "read only the composite's inputs and earlier steps, and map the inputs the called agent declares",
+        ),
+        Rule(
+            "composite-duplicate-id",
+            "error",
+            "two steps or branches of a composite have the same id",
+            "give each step and branch its own id",
+        ),
+        Rule(
+            "composite-parser",
+            "error",
+            "a gate, classifier or evaluator agent does not parse the JSON fields the pattern reads",
+            "give the agent 'output_parser: {type: json, output_schema: ...}' with the fields, typed",
+        ),
+        Rule(
+            "composite-route",
+            "error",
+            "route labels differ from the labels the classifier can give, and there is no default",
+            "make the routes equal the classifier's enum, or add a default route",
+        ),
+        Rule(
+            "composite-depth",
+            "error",
+            "composites nest deeper than the registry allows",
+            "flatten the pattern",
+        ),
+        Rule(
+            "composite-budget",
+            "error",
+            "a composite's worst-case number of model calls is over its limit",
+            "make the pattern smaller, or raise limits.max_llm_calls",
+        ),
         Rule("internal", "error", "the file could not be checked", "report this as a bug in prompt-registry"),
     )
 }

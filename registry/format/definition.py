@@ -38,7 +38,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from registry.agents.parsers import OutputParser
-from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, summarize
+from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, RenderError, summarize
+from registry.format.composite import Pattern, local_issues, read_pattern
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
@@ -92,7 +93,10 @@ class CompiledAgent:
     dynamic_includes: bool
     inputs: InputsSchema | None
     variables: frozenset[str] = frozenset()
-    """Every variable a template or a partial it reaches reads."""
+    """Every variable a template or a partial it reaches reads; for a
+    composite, the inputs its expressions read."""
+    pattern: Pattern | None = None
+    """A composite's pattern (None for a prompt definition)."""
 
     @cached_property
     def parser(self) -> OutputParser:
@@ -107,6 +111,12 @@ class CompiledAgent:
         request may carry), too many values or levels as ``InvalidInputs``.
         Validating and rendering share one clock, ``limits.max_seconds``.
         """
+        if self.pattern is not None:
+            # A composite runs other agents: there is no one prompt to render.
+            raise RenderError(
+                f"this is a composite agent (pattern: {self.pattern.kind}); it runs other agents,"
+                " so it has no prompt of its own to render"
+            )
         deadline = Deadline.after(limits.max_seconds)
         if not isinstance(inputs, dict):
             raise InvalidInputs(
@@ -148,7 +158,7 @@ def compile_definition(
 
     Raises ``InvalidDefinition`` listing every problem found.
     """
-    locate = _locator(file, document)
+    locate = locator(file, document)
     if not isinstance(definition, dict):
         issue = locate(f"a definition is a mapping of keys, not {_json_type(definition)}", (), rule="not-a-mapping")
         raise InvalidDefinition(summarize([issue]), [issue])
@@ -184,6 +194,14 @@ def compile_definition(
         inputs_schema, inputs_issues = _inputs_schema(inputs, needed, locate, supplied)
         issues.extend(inputs_issues)
     issues.extend(_agent_type_issues(definition, locate))
+    pattern = read_pattern(definition) if not issues else None
+    read: frozenset[str] = frozenset().union(*needed.values())
+    if pattern is not None:
+        pattern, problems = local_issues(pattern, definition, environment)
+        issues.extend(locate(p.message, p.path, hint=p.hint, rule=p.rule) for p in problems)
+        declared = inputs.get("properties") if isinstance(inputs, dict) else None
+        everything = set(declared) if pattern.reads_all_inputs and isinstance(declared, dict) else set()
+        read = pattern.inputs_read | everything
     if issues:
         raise InvalidDefinition(summarize(issues), issues)
     return CompiledAgent(
@@ -192,7 +210,8 @@ def compile_definition(
         partials=tuple(sorted(partials)),
         dynamic_includes=dynamic,
         inputs=inputs_schema,
-        variables=frozenset().union(*needed.values()),
+        variables=read,
+        pattern=pattern,
     )
 
 
@@ -223,7 +242,9 @@ def definition_digest(
 Locate = Callable[..., Issue]
 
 
-def _locator(file: str | None, document: YamlDocument | None) -> Locate:
+def locator(file: str | None, document: YamlDocument | None) -> Locate:
+    """Turns a message and a JSON path into an ``Issue`` at its line in ``file``."""
+
     def locate(
         message: str,
         path: JsonPath,
@@ -278,6 +299,25 @@ def _schema_error_issues(error: ValidationError, locate: Locate) -> list[Issue]:
         return [
             locate(f"unknown key {shorten(k)!r}", path + (k,), key=True, hint=_did_you_mean(k, allowed, patterns))
             for k in extras
+        ]
+    if error.validator == "not" and "then" in error.schema_path and path:
+        # The schema's "if pattern then none of the prompt keys".
+        return [
+            locate(
+                f"{path[-1]!r} is for prompt definitions; a composite (with 'pattern') cannot have it",
+                path,
+                key=True,
+                hint="a definition has either prompt_templates or pattern: split it into two agents",
+            )
+        ]
+    if error.validator == "pattern" and path and path[-1] == "agent" and isinstance(error.instance, str):
+        return [
+            locate(
+                f"agent reference {shorten(error.instance)!r} is not usecase/name",
+                path,
+                hint="name an agent of the same release as usecase/name, e.g. support/draft_answer",
+                rule="composite-reference",
+            )
         ]
     listed = error.validator_value  # a keyword's value: enum's members, required's names
     if "propertyNames" in error.schema_path and error.validator == "enum" and isinstance(listed, list):

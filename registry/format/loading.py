@@ -20,8 +20,9 @@ from typing import Any
 from jinja2 import TemplateNotFound
 
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError, summarize
-from registry.format.definition import CompiledAgent, compile_definition, definition_digest
-from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
+from registry.format.composite import AgentFacts, CompositeGraph, composite_facts, leaf_facts
+from registry.format.definition import CompiledAgent, compile_definition, definition_digest, locator
+from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.format.tree import Tree
 from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json, shorten
 from registry.rendering.sandbox import TemplateEnvironment
@@ -133,6 +134,7 @@ class ReleaseCatalog:
         self.yaml_limits = yaml_limits
         self.environment = TemplateEnvironment(self._partial_source)
         self._agents: list[tuple[str, str, str]] | None = None
+        self._composites = CompositeGraph(self._agent_facts, self._agent_references)
 
     @property
     def commit(self) -> str:
@@ -227,7 +229,27 @@ class ReleaseCatalog:
                 f"{path} could not be loaded", [Issue("unexpected error while loading", file=path, rule="internal")]
             )
 
-    def _load(self, usecase: str, name: str, relative: str) -> LoadedAgent | InvalidDefinition:
+    def _agent_references(self) -> list[str]:
+        return [f"{usecase}/{name}" for usecase, name in self.agent_names()]
+
+    def _agent_facts(self, agent: str) -> AgentFacts | None:
+        """What a composite needs to know of ``agent``, loaded on its own
+        (without checking its own references): None when there is no such file."""
+        usecase, _, name = agent.partition("/")
+        if not (NAME_PATTERN.fullmatch(usecase) and NAME_PATTERN.fullmatch(name)):
+            return None
+        try:
+            loaded = self._load(usecase, name, f"{usecase}/{name}{DEFINITION_SUFFIX}", alone=True)
+        except AgentNotFound:
+            return None
+        except Exception:
+            # Whatever breaks this file makes it invalid for whoever references it, never breaks them.
+            log.exception("unexpected error while loading %s at %s", agent, self.tree.commit)
+            return AgentFacts(invalid="it could not be loaded")
+        return _facts(loaded)
+
+    def _load(self, usecase: str, name: str, relative: str, *, alone: bool = False) -> LoadedAgent | InvalidDefinition:
+        """Load one file; a composite's references are checked too unless ``alone``."""
         path = self.repository_path(relative)
         try:
             size = self.tree.size(relative)
@@ -256,6 +278,8 @@ class ReleaseCatalog:
             compiled = compile_definition(document.value, self.environment, file=path, document=document)
         except InvalidDefinition as exc:
             return exc
+        if compiled.pattern is not None:
+            return self._load_composite(usecase, name, path, source, compiled, document, alone=alone)
         partials = {name_: self.tree.read(name_) for name_ in compiled.partials}
         digest = definition_digest(
             source,
@@ -272,6 +296,52 @@ class ReleaseCatalog:
             digest=digest,
             definition=compiled.definition,
             partials=texts,
+            compiled=compiled,
+        )
+
+    def _load_composite(
+        self,
+        usecase: str,
+        name: str,
+        path: str,
+        source: bytes,
+        compiled: CompiledAgent,
+        document: YamlDocument,
+        *,
+        alone: bool,
+    ) -> LoadedAgent | InvalidDefinition:
+        """A composite: valid when every agent it references, in this
+        release, is, and the pattern fits them (``registry.format.composite``).
+        Its digest covers the digest of every agent it can run."""
+        agent = f"{usecase}/{name}"
+        standalone = LoadedAgent(
+            usecase=usecase,
+            name=name,
+            path=path,
+            digest=definition_digest(source, {}),
+            definition=compiled.definition,
+            partials={},
+            compiled=compiled,
+        )
+        if alone:
+            return standalone
+        self._composites.know(agent, _facts(standalone))
+        checked = self._composites.check(agent)
+        if checked.problems:
+            locate = locator(path, document)
+            issues = [locate(p.message, p.path, hint=p.hint, rule=p.rule) for p in checked.problems]
+            return InvalidDefinition(summarize(issues), issues)
+        reached = {}
+        for other in sorted(checked.reaches):
+            facts = self._composites.facts(other)
+            reached[f"agent:{other}"] = (facts.digest if facts is not None else "").encode()
+        return LoadedAgent(
+            usecase=usecase,
+            name=name,
+            path=path,
+            digest=definition_digest(source, reached),
+            definition=compiled.definition,
+            partials={},
             compiled=compiled,
         )
 
@@ -306,6 +376,15 @@ class ReleaseCatalog:
             return self.tree.read(name).decode("utf-8")
         except UnicodeDecodeError:
             raise TemplateNotFound(name, f"template {name!r} is not UTF-8 text") from None
+
+
+def _facts(loaded: LoadedAgent | InvalidDefinition) -> AgentFacts:
+    if isinstance(loaded, InvalidDefinition):
+        return AgentFacts(invalid=loaded.detail)
+    compiled = loaded.compiled
+    if compiled.pattern is not None:
+        return composite_facts(loaded.definition, compiled.pattern, loaded.digest)
+    return leaf_facts(loaded.definition, compiled.variables, loaded.digest)
 
 
 def _texts(files: Mapping[str, bytes]) -> dict[str, str]:
