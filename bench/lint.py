@@ -5,7 +5,9 @@ Run by hand, from the repository root, with the dev environment:
     .venv/bin/python bench/lint.py
 
 Builds a library of 5,000 definitions (the bundled library's agents copied
-across 50 usecases of 100 agents, with its partials) in a temporary
+across 50 usecases of 100 agents, with its partials; in each usecase ten of
+them composites, 500 in all: chains nested five deep, votes, and references
+across usecases) in a temporary
 directory, then times, in the same run and alternating, the baseline (reading
 every file and parsing it with ``yaml.safe_load``, the least any checker
 does) and ``registry.authoring.lint.lint``. Target: lint under 30 s on 2 cores.
@@ -43,7 +45,44 @@ def build(base: Path) -> Path:
         for index in range(100):
             source = sources[(usecase * 100 + index) % len(sources)]
             (directory / f"agent_{index:03d}.yml").write_bytes(source.read_bytes())
+        (directory / "agent_099.yml").write_text(STEP, encoding="utf-8")
+        for depth in range(5):
+            inner = "agent_099" if depth == 0 else f"agent_{89 + depth:03d}"
+            (directory / f"agent_{90 + depth:03d}.yml").write_text(
+                COMPOSITE.format(kind="chain", body=_steps(f"usecase_{usecase:02d}/{inner}")), encoding="utf-8"
+            )
+        for index in range(95, 99):
+            other = f"usecase_{(usecase + 1) % 50:02d}/agent_092"
+            question = "{{ inputs.question }}"
+            vote = f"  mode: vote\n  n: 3\n  branch: {{agent: {other}, inputs: {{question: '{question}'}}}}\n"
+            vote += "  aggregate: {strategy: majority}\n"
+            (directory / f"agent_{index:03d}.yml").write_text(
+                COMPOSITE.format(kind="parallel", body=vote), encoding="utf-8"
+            )
     return base
+
+
+STEP = """\
+name: A step of the composites
+inputs: {type: object, properties: {question: {type: string}}, required: [question]}
+prompt_templates:
+  user: "{{ question }}"
+"""
+COMPOSITE = """\
+name: A composite
+inputs: {{type: object, properties: {{question: {{type: string}}}}, required: [question]}}
+pattern:
+  kind: {kind}
+{body}"""
+
+
+def _steps(inner: str) -> str:
+    run = "{{ inputs.question }}"
+    return (
+        "  steps:\n"
+        f"    - {{id: first, agent: {inner}, inputs: {{question: '{run}'}}}}\n"
+        "    - {id: second, agent: usecase_00/agent_099, inputs: {question: '{{ steps.first.output }}'}}\n"
+    )
 
 
 def baseline(base: Path) -> None:
