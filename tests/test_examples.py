@@ -198,3 +198,52 @@ def test_report_text_is_coloured_only_when_asked_and_counts_in_words(tmp_path: P
     assert "\033[" not in plain and plain.endswith("1 passed, 1 failed, 1 definition not run\n")
     assert "\033[31mFAILED\033[0m   support/triage [bad]" in coloured
     assert "\033[32mok\033[0m       support/triage [good]" in coloured
+
+
+COMPOSITE = """\
+name: Triage, twice
+inputs:
+  type: object
+  required: [ticket]
+  properties:
+    ticket: {type: string, maxLength: 40}
+pattern:
+  kind: chain
+  steps:
+    - id: first
+      agent: support/triage
+      inputs: {ticket: "{{ inputs.ticket }}"}
+    - id: second
+      agent: support/triage
+      inputs: {ticket: "{{ steps.first.output }}"}
+examples:
+"""
+
+
+def test_a_composites_examples_are_checked_against_its_inputs(tmp_path: Path) -> None:
+    base = _library(tmp_path, "  - name: plain\n    inputs: {ticket: hi}\n")
+    composite = base / AGENTS / "support" / "twice.yml"
+    composite.write_text(
+        COMPOSITE
+        + "  - name: fits\n    inputs: {ticket: short}\n"
+        + "  - name: too-long\n    inputs: {ticket: "
+        + "x" * 50
+        + "}\n"
+        + "  - name: missing\n    inputs: {}\n",
+        encoding="utf-8",
+    )
+    outcomes = {(r.agent, r.example): r.problems for r in run_examples(base).results if r.agent == "support/twice"}
+    assert outcomes[("support/twice", "fits")] == []
+    assert outcomes[("support/twice", "too-long")][0].startswith("inputs do not fit the composite: ")
+    assert any("/ticket" in line for line in outcomes[("support/twice", "too-long")])
+    assert outcomes[("support/twice", "missing")][0].startswith("inputs do not fit the composite: ")
+
+
+def test_a_composites_examples_cannot_expect_messages(tmp_path: Path) -> None:
+    base = _library(tmp_path, "  - name: plain\n    inputs: {ticket: hi}\n")
+    (base / AGENTS / "support" / "twice.yml").write_text(
+        COMPOSITE + "  - name: rendered\n    inputs: {ticket: hi}\n    expect: {user: {contains: [x]}}\n",
+        encoding="utf-8",
+    )
+    findings = [f for f in lint(base).findings if f.file.endswith("twice.yml")]
+    assert findings and all(f.rule == "schema" for f in findings), findings

@@ -57,3 +57,17 @@ def test_every_bundled_file_reads_the_same_without_libyaml() -> None:
     for path in files:
         text = path.read_text(encoding="utf-8")
         assert yaml.load(text, Loader=yaml.SafeLoader) == yaml.load(text, Loader=with_libyaml), path
+
+
+def test_library_has_a_composite_of_every_kind_and_mode_with_examples() -> None:
+    service = build_service(Settings())
+    composites = [
+        agent.compiled
+        for agent in (service.get_agent(a.usecase, a.name).agent for a in service.list_agents().agents)
+        if agent.compiled.pattern is not None
+    ]
+    kinds = {(c.pattern.kind, c.pattern.raw.get("mode")) for c in composites if c.pattern is not None}
+    assert {"chain", "route", "evaluator_optimizer"} <= {kind for kind, _ in kinds}
+    assert ("parallel", "vote") in kinds and ("parallel", "map") in kinds
+    assert any(step.get("gate") for c in composites if c.pattern for step in c.pattern.raw.get("steps", []))
+    assert all(c.definition.get("examples") for c in composites)

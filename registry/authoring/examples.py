@@ -120,17 +120,31 @@ def _run_agent(
             yield result
             continue
         seen.add(label)
+        if loaded.compiled.pattern is not None:
+            # A composite runs other agents (with a model): here its example's
+            # inputs are checked against its own inputs schema.
+            try:
+                loaded.compiled.check_inputs(example["inputs"], limits=RenderLimits())
+            except RegistryError as exc:
+                result.problems.extend(_problems_of(exc, "inputs do not fit the composite"))
+            yield result
+            continue
         try:
             prompt = loaded.compiled.render(example["inputs"], limits=RenderLimits())
         except RegistryError as exc:
-            result.problems.append(f"does not render: {exc}")
-            result.problems.extend(f"  {issue.path or '/'}: {issue.message}" for issue in getattr(exc, "errors", []))
+            result.problems.extend(_problems_of(exc, "does not render"))
             yield result
             continue
         _check_expectations(example.get("expect") or {}, prompt, result)
         if example.get("golden"):
             _check_golden(golden_dir / f"{label}.txt", prompt.as_text(), result, update=update)
         yield result
+
+
+def _problems_of(error: RegistryError, what: str) -> list[str]:
+    """``what``, with the error and each issue it lists on a line of its own."""
+    issues = getattr(error, "errors", [])
+    return [f"{what}: {error}", *(f"  {issue.path or '/'}: {issue.message}" for issue in issues)]
 
 
 def _check_expectations(expect: dict[str, Any], prompt: Prompt, result: ExampleResult) -> None:

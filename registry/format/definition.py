@@ -118,6 +118,24 @@ class CompiledAgent:
                 " so it has no prompt of its own to render"
             )
         deadline = Deadline.after(limits.max_seconds)
+        variables = self._checked_inputs(inputs, limits, deadline)
+        tools = self.definition.get("tools")
+        if tools is not None and "tools" not in variables:
+            variables["tools"] = tools
+        messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits, deadline=deadline.at)
+        return Prompt(
+            messages=messages,
+            model=self.definition.get("model"),
+            params=self.definition.get("params"),
+        )
+
+    def check_inputs(self, inputs: Any, *, limits: RenderLimits) -> dict[str, Any]:
+        """``inputs`` checked as a render checks them (the budget of
+        ``limits``, then the ``inputs`` schema), with the schema's defaults
+        filled in: for a composite, whose inputs are checked before it runs."""
+        return self._checked_inputs(inputs, limits, Deadline.after(limits.max_seconds))
+
+    def _checked_inputs(self, inputs: Any, limits: RenderLimits, deadline: Deadline) -> dict[str, Any]:
         if not isinstance(inputs, dict):
             raise InvalidInputs(
                 "inputs must be a JSON object",
@@ -129,22 +147,12 @@ class CompiledAgent:
                 raise PayloadTooLarge(excess.issue.message)
             raise InvalidInputs(summarize([excess.issue]), [excess.issue])
         if self.inputs is None:
-            variables = dict(inputs)
-        else:
-            issues = self.inputs.issues(inputs, deadline=deadline, measured=True)
-            if issues:
-                issues = sorted(_distinct(issues), key=lambda i: i.path)
-                raise InvalidInputs(summarize(issues), issues)
-            variables = self.inputs.with_defaults(inputs)
-        tools = self.definition.get("tools")
-        if tools is not None and "tools" not in variables:
-            variables["tools"] = tools
-        messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits, deadline=deadline.at)
-        return Prompt(
-            messages=messages,
-            model=self.definition.get("model"),
-            params=self.definition.get("params"),
-        )
+            return dict(inputs)
+        issues = self.inputs.issues(inputs, deadline=deadline, measured=True)
+        if issues:
+            issues = sorted(_distinct(issues), key=lambda i: i.path)
+            raise InvalidInputs(summarize(issues), issues)
+        return self.inputs.with_defaults(inputs)
 
 
 def compile_definition(
