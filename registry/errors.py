@@ -16,6 +16,7 @@ classes.
     ├── InvalidDefinition     invalid-definition    422  errors: [Issue]
     ├── InvalidInputs         invalid-inputs        422  errors: [Issue]
     ├── RenderError           render-error          422
+    ├── NotAPrompt            not-a-prompt          422  steps: [{call, agent}] (a composite has no prompt)
     ├── Unauthorized          unauthorized          401  (no or a wrong bearer token or webhook secret)
     ├── NotReady              not-ready             503  (no successful sync yet)
     ├── StoreError            store-unavailable     503  (the repository cannot be read)
@@ -227,6 +228,16 @@ class InvalidBundle(RegistryError):
     status = 422
 
 
+class NotAPrompt(_AgentError):
+    """A render asked of a composite agent: it runs other agents, so it has
+    no prompt of its own. ``steps`` lists what it calls, each a ``call``
+    (``step 'draft'``, ``the classifier``...) and the ``agent`` it runs."""
+
+    slug = "not-a-prompt"
+    title = "Not a prompt"
+    status = 422
+
+
 ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
     cls.slug: cls
     for cls in (
@@ -239,6 +250,7 @@ ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
         InvalidDefinition,
         InvalidInputs,
         RenderError,
+        NotAPrompt,
         Unauthorized,
         NotReady,
         StoreError,

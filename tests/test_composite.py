@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from registry.authoring.lint import open_worktree_catalog
-from registry.errors import InvalidDefinition, RenderError
+from registry.errors import InvalidDefinition, NotAPrompt
 from registry.format.composite import DEFAULT_MAX_LLM_CALLS, MAX_NESTING
 from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
@@ -185,8 +185,12 @@ def test_every_pattern_kind_loads(tmp_path: Path) -> None:
 def test_a_composite_has_no_prompt_to_render(tmp_path: Path) -> None:
     loaded = _load(_catalog(tmp_path, {**LEAVES, **COMPOSITES}), "support/gated")
     assert isinstance(loaded, LoadedAgent)
-    with pytest.raises(RenderError, match="composite agent"):
+    with pytest.raises(NotAPrompt, match="composite agent") as refused:
         loaded.compiled.render({"question": "q"}, limits=RenderLimits())
+    assert refused.value.problem_fields()["steps"] == [
+        {"call": call.label, "agent": call.agent}
+        for call in (loaded.compiled.pattern.calls if loaded.compiled.pattern else ())
+    ]
 
 
 def test_a_composites_digest_changes_with_an_agent_it_runs(tmp_path: Path) -> None:
@@ -431,6 +435,8 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     assert answer.status_code == 200 and answer.json["definition"]["pattern"]["kind"] == "chain"
     rendered = client.post("/v1/agents/support/gated/render?release=v1.0.0", json={"inputs": {"question": "q"}})
     assert rendered.status_code == 422 and "composite agent" in rendered.json["detail"]
+    assert rendered.json["type"] == "/problems/not-a-prompt" and rendered.json["agent"] == "support/gated"
+    assert [step["agent"] for step in rendered.json["steps"]] == ["support/draft_answer", "compliance/response_gate"]
     broken = client.get("/v1/agents/x/me?release=v1.0.0")
     assert broken.status_code == 422 and broken.json["errors"][0]["rule"] == "composite-cycle"
     assert client.get("/v1/agents/chat/minimal?release=v1.0.0").status_code == 200

@@ -38,7 +38,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from registry.agents.parsers import OutputParser
-from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, RenderError, summarize
+from registry.errors import InvalidDefinition, InvalidInputs, NotAPrompt, PayloadTooLarge, summarize
 from registry.format.composite import Pattern, local_issues, read_pattern
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.safeyaml import JsonPath, YamlDocument
@@ -113,9 +113,10 @@ class CompiledAgent:
         """
         if self.pattern is not None:
             # A composite runs other agents: there is no one prompt to render.
-            raise RenderError(
+            raise NotAPrompt(
                 f"this is a composite agent (pattern: {self.pattern.kind}); it runs other agents,"
-                " so it has no prompt of its own to render"
+                " so it has no prompt of its own to render: render the agents its steps name",
+                steps=[{"call": call.label, "agent": call.agent} for call in self.pattern.calls],
             )
         deadline = Deadline.after(limits.max_seconds)
         variables = self._checked_inputs(inputs, limits, deadline)

@@ -59,6 +59,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "invalid-inputs": "The render inputs do not fit the definition's inputs schema; 'errors' lists "
     "every problem with its JSON path.",
     "render-error": "Rendering failed: an undefined variable, a missing include, a sandbox violation or a size limit.",
+    "not-a-prompt": "The agent is a composite: it runs other agents and has no prompt of its own to render; "
+    "'steps' lists each call it makes and the agent it runs.",
     "method-not-allowed": "The route exists but not for this HTTP method.",
     "store-unavailable": "The registry cannot read its repository right now.",
     "unauthorized": "The request needs a valid secret or token.",

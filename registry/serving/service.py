@@ -44,6 +44,7 @@ from registry.errors import (
     AgentNotFound,
     InvalidDefinition,
     InvalidInputs,
+    NotAPrompt,
     NotFound,
     NotReady,
     ReleaseNotFound,
@@ -348,7 +349,7 @@ class RegistryService:
         """Render an agent already fetched with ``get_agent``."""
         try:
             prompt = answer.agent.compiled.render(inputs, limits=self._render_limits)
-        except (InvalidInputs, RenderError) as exc:
+        except (InvalidInputs, RenderError, NotAPrompt) as exc:
             # Named here, where the release a range resolved to is known: the
             # problem carries both, and a client's exception message too.
             exc.locate(f"{answer.agent.usecase}/{answer.agent.name}", answer.resolution.release.tag)
