@@ -15,6 +15,7 @@ from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for
+from tests.test_api import _validate_against_openapi
 
 DRAFT = """\
 name: Draft an answer
@@ -433,6 +434,16 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     client = client_for(repo)
     answer = client.get("/v1/agents/support/gated?release=v1.0.0")
     assert answer.status_code == 200 and answer.json["definition"]["pattern"]["kind"] == "chain"
+    graph = answer.json["graph"]
+    assert [node["agent"] for node in graph["nodes"]] == [
+        "support/gated",
+        "compliance/response_gate",
+        "support/draft_answer",
+    ]
+    assert graph["nodes"][0]["digest"] == answer.json["digest"] == answer.headers["ETag"].strip('"')
+    assert graph["max_llm_calls"] == 2
+    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", answer)
+    assert "graph" not in client.get("/v1/agents/chat/minimal?release=v1.0.0").json
     rendered = client.post("/v1/agents/support/gated/render?release=v1.0.0", json={"inputs": {"question": "q"}})
     assert rendered.status_code == 422 and "composite agent" in rendered.json["detail"]
     assert rendered.json["type"] == "/problems/not-a-prompt" and rendered.json["agent"] == "support/gated"

@@ -71,3 +71,21 @@ def test_library_has_a_composite_of_every_kind_and_mode_with_examples() -> None:
     assert ("parallel", "vote") in kinds and ("parallel", "map") in kinds
     assert any(step.get("gate") for c in composites if c.pattern for step in c.pattern.raw.get("steps", []))
     assert all(c.definition.get("examples") for c in composites)
+
+
+def test_a_composites_graph_names_every_agent_it_can_run_with_the_digest_each_answers() -> None:
+    service = build_service(Settings())
+    routed = service.get_agent("support", "routed_answer").agent
+    assert routed.graph is not None
+    nodes = {node["agent"]: node for node in routed.graph["nodes"]}
+    assert routed.graph["nodes"][0] == {"agent": "support/routed_answer", "kind": "route", "digest": routed.digest}
+    # It nests the gated answer, and reaches that one's agents through it.
+    assert nodes["support/gated_answer"]["kind"] == "chain"
+    assert "compliance/response_gate" in nodes
+    for agent, node in nodes.items():
+        usecase, name = agent.split("/")
+        assert node["digest"] == service.get_agent(usecase, name).agent.digest, agent
+    edges = {(edge["from"], edge["to"]) for edge in routed.graph["edges"]}
+    assert ("support/routed_answer", "support/gated_answer") in edges
+    assert ("support/gated_answer", "compliance/response_gate") in edges
+    assert routed.graph["max_llm_calls"] == 3 and routed.graph["depth"] == 2

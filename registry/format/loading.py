@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import TemplateNotFound
 
 from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError, summarize
-from registry.format.composite import AgentFacts, CompositeGraph, composite_facts, leaf_facts
+from registry.format.composite import AgentFacts, Checked, CompositeGraph, composite_facts, leaf_facts
 from registry.format.definition import CompiledAgent, compile_definition, definition_digest, locator
 from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.format.tree import Tree
@@ -63,6 +63,7 @@ class LoadedAgent:
         partials: Mapping[str, str],
         compiled: CompiledAgent | None = None,
         compile: Callable[[], CompiledAgent] | None = None,
+        graph: Mapping[str, Any] | None = None,
     ) -> None:
         if compiled is None and compile is None:
             raise ValueError("give the compiled agent or a way to compile it")
@@ -74,6 +75,11 @@ class LoadedAgent:
         self.partials = partials
         """The text of every partial its templates can include: what a client
         needs, with the definition, to render it exactly as the server does."""
+        self.graph = graph
+        """A composite's graph (None for a leaf): ``max_llm_calls`` (the worst
+        case), ``depth``, ``nodes`` (every agent it can run, itself first,
+        each with its ``kind`` and the ``digest`` a GET of it answers) and
+        ``edges`` (``from`` a composite ``to`` an agent, by ``call``)."""
         self._compiled = compiled
         self._compile = compile
         self._lock = threading.Lock()
@@ -100,24 +106,26 @@ class LoadedAgent:
     def answer_json(self) -> bytes:
         """The agent's members of a definition answer, encoded once:
         ``"usecase":...,"name":...,"path":...,"digest":...,"definition":{...},
-        "partials":{...}`` (the definition in its file's key order)."""
+        "partials":{...}`` (the definition in its file's key order), and a
+        composite's ``"graph":{...}``."""
         if self._answer_json is None:
-            self._answer_json = encode_json(
-                {
-                    "usecase": self.usecase,
-                    "name": self.name,
-                    "path": self.path,
-                    "digest": self.digest,
-                    "definition": self.definition,
-                    "partials": dict(self.partials),
-                }
-            )[1:-1]
+            members: dict[str, Any] = {
+                "usecase": self.usecase,
+                "name": self.name,
+                "path": self.path,
+                "digest": self.digest,
+                "definition": self.definition,
+                "partials": dict(self.partials),
+            }
+            if self.graph is not None:
+                members["graph"] = self.graph
+            self._answer_json = encode_json(members)[1:-1]
         return self._answer_json
 
 
 # The shape of a cache record; bump when it changes, so that records written
 # by another version of the registry are misses rather than misread.
-_RECORD_VERSION = 2
+_RECORD_VERSION = 3
 
 
 class ReleaseCatalog:
@@ -183,6 +191,8 @@ class ReleaseCatalog:
             record.update(
                 path=result.path, digest=result.digest, definition=result.definition, partials=dict(result.partials)
             )
+            if result.graph is not None:
+                record["graph"] = result.graph
         return encode_json(record)
 
     def decode(self, usecase: str, name: str, data: bytes) -> LoadedAgent | InvalidDefinition | None:
@@ -197,7 +207,10 @@ class ReleaseCatalog:
                 return InvalidDefinition(str(invalid["detail"]), [Issue.from_dict(i) for i in invalid["errors"]])
             definition, partials = record["definition"], record["partials"]
             path, digest = str(record["path"]), str(record["digest"])
+            graph = record.get("graph")
             if not isinstance(definition, dict) or not isinstance(partials, dict):
+                return None
+            if graph is not None and not isinstance(graph, dict):
                 return None
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -209,6 +222,7 @@ class ReleaseCatalog:
             definition=definition,
             partials=partials,
             compile=lambda: compile_definition(definition, self.environment, file=path),
+            graph=graph,
         )
 
     def _load_isolated(self, usecase: str, name: str, relative: str) -> LoadedAgent | InvalidDefinition:
@@ -331,19 +345,51 @@ class ReleaseCatalog:
             locate = locator(path, document)
             issues = [locate(p.message, p.path, hint=p.hint, rule=p.rule) for p in checked.problems]
             return InvalidDefinition(summarize(issues), issues)
-        reached = {}
-        for other in sorted(checked.reaches):
-            facts = self._composites.facts(other)
-            reached[f"agent:{other}"] = (facts.digest if facts is not None else "").encode()
+        digest = self._composite_digest(source, checked)
         return LoadedAgent(
             usecase=usecase,
             name=name,
             path=path,
-            digest=definition_digest(source, reached),
+            digest=digest,
             definition=compiled.definition,
             partials={},
             compiled=compiled,
+            graph=self._graph(agent, digest, checked),
         )
+
+    def _composite_digest(self, source: bytes, checked: Checked) -> str:
+        """A composite's digest: its own file and the digest of every agent
+        it can run, so that equal digests mean the same behaviour."""
+        reached = {}
+        for other in sorted(checked.reaches):
+            facts = self._composites.facts(other)
+            reached[f"agent:{other}"] = (facts.digest if facts is not None else "").encode()
+        return definition_digest(source, reached)
+
+    def _served_digest(self, agent: str) -> str:
+        """The digest a GET of ``agent`` (valid, in this release) answers."""
+        facts = self._composites.facts(agent)
+        if facts is None or facts.pattern is None:
+            return facts.digest if facts is not None else ""
+        return self._composite_digest(self.tree.read(f"{agent}{DEFINITION_SUFFIX}"), self._composites.check(agent))
+
+    def _graph(self, agent: str, digest: str, checked: Checked) -> dict[str, Any]:
+        """What a composite can run, for its GET answer (``LoadedAgent.graph``)."""
+        nodes: list[dict[str, Any]] = []
+        edges: list[dict[str, Any]] = []
+        for name in (agent, *sorted(checked.reaches)):
+            facts = self._composites.facts(name)
+            pattern = facts.pattern if facts is not None else None
+            nodes.append(
+                {
+                    "agent": name,
+                    "kind": pattern.kind if pattern is not None else "leaf",
+                    "digest": digest if name == agent else self._served_digest(name),
+                }
+            )
+            if pattern is not None:
+                edges.extend({"from": name, "to": call.agent, "call": call.label} for call in pattern.calls)
+        return {"max_llm_calls": checked.calls, "depth": checked.depth, "nodes": nodes, "edges": edges}
 
     def template_files(self) -> dict[str, str]:
         """Every file under the root that is not a definition and could be
