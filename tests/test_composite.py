@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from registry.authoring.lint import open_worktree_catalog
+from registry.client import RegistryClient
 from registry.errors import InvalidDefinition, NotAPrompt
 from registry.format.composite import DEFAULT_MAX_LLM_CALLS, MAX_NESTING
 from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
-from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for
+from registry.settings import Settings
+from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
 from tests.test_api import _validate_against_openapi
 
 DRAFT = """\
@@ -444,6 +447,11 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     assert graph["max_llm_calls"] == 2
     _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", answer)
     assert "graph" not in client.get("/v1/agents/chat/minimal?release=v1.0.0").json
+    # Every agent it can run, in the same answer, as each one's own GET answers it.
+    assert list(answer.json["agents"]) == ["compliance/response_gate", "support/draft_answer"]
+    for agent, member in answer.json["agents"].items():
+        alone = client.get(f"/v1/agents/{agent}?release=v1.0.0").json
+        assert member == {key: value for key, value in alone.items() if key != "release"}
     rendered = client.post("/v1/agents/support/gated/render?release=v1.0.0", json={"inputs": {"question": "q"}})
     assert rendered.status_code == 422 and "composite agent" in rendered.json["detail"]
     assert rendered.json["type"] == "/problems/not-a-prompt" and rendered.json["agent"] == "support/gated"
@@ -452,3 +460,26 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     assert broken.status_code == 422 and broken.json["errors"][0]["rule"] == "composite-cycle"
     assert client.get("/v1/agents/chat/minimal?release=v1.0.0").status_code == 200
     assert client.get("/v1/agents?release=v1.0.0").status_code == 200
+
+
+def test_the_client_gets_a_composite_with_every_agent_it_can_run_in_one_request(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
+    requests: list[str] = []
+
+    class Counting(httpx.WSGITransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            requests.append(request.url.path)
+            return super().handle_request(request)
+
+    app = make_app(Settings(repo=str(repo.path)))
+    with RegistryClient("http://registry", transport=Counting(app=app), release="v1.0.0") as client:
+        gated = client.get("support", "gated")
+        assert requests == ["/v1/agents/support/gated"]
+        assert gated.is_composite and gated.graph is not None and gated.graph["max_llm_calls"] == 2
+        draft = gated.agents["support/draft_answer"]
+        assert not draft.is_composite and draft.tag == gated.tag == "v1.0.0"
+        assert draft.render({"question": "why?"}).messages[0].content == "why?"
+        assert draft.digest == client.get("support", "draft_answer").digest
+        with pytest.raises(NotAPrompt):
+            gated.render({"question": "q"})
+        assert not client.get("chat", "minimal").is_composite

@@ -60,7 +60,19 @@ class Agent:
     definition: dict[str, Any]
     partials: Mapping[str, str]
     source: Source
+    graph: Mapping[str, Any] | None = None
+    """A composite's graph (None for a leaf): every agent it can run with its
+    digest, the calls between them, and the worst-case number of model calls
+    (``max_llm_calls``), as ``GET /v1/agents/<usecase>/<name>`` answers it."""
+    agents: Mapping[str, Agent] = field(default_factory=dict)
+    """A composite's agents, every one it can run, by ``usecase/name``, at
+    the same release: what an executor needs, in the one answer."""
     _compilation: _Compilation = field(default_factory=_Compilation, repr=False, compare=False)
+
+    @property
+    def is_composite(self) -> bool:
+        """Whether this agent runs other agents (a ``pattern``) rather than a prompt."""
+        return "pattern" in self.definition
 
     @property
     def title(self) -> str:

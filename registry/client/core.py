@@ -334,19 +334,26 @@ def error_from_problem(response: httpx.Response, key: CacheKey | None = None) ->
     return error
 
 
-def _agent_from_answer(body: dict[str, Any]) -> Agent:
+def _agent_from_answer(body: dict[str, Any], release: Resolution | None = None) -> Agent:
+    """An agent from a GET answer; a composite's agents (``agents``) share its release."""
     definition, partials = body["definition"], body["partials"]
     if not isinstance(definition, dict) or not isinstance(partials, dict):
         raise TypeError("definition and partials must be objects")
+    release = release or _resolution(body["release"], immutable=False)
+    graph, members = body.get("graph"), body.get("agents") or {}
+    if (graph is not None and not isinstance(graph, dict)) or not isinstance(members, dict):
+        raise TypeError("graph and agents must be objects")
     return Agent(
         usecase=_text(body["usecase"]),
         name=_text(body["name"]),
         path=_text(body["path"]),
-        release=_resolution(body["release"], immutable=False),
+        release=release,
         digest=_text(body["digest"]),
         definition=definition,
         partials={_text(k): _text(v) for k, v in partials.items()},
         source="server",
+        graph=graph,
+        agents={_text(name): _agent_from_answer(member, release) for name, member in members.items()},
     )
 
 

@@ -251,6 +251,12 @@ def get_agent(usecase: str, name: str) -> Response:
     answer = _service().get_agent(usecase, name, release=_release_parameter())
     # The hot path: both parts were encoded once, when first used.
     body = b'{"release":%b,%b}\n' % (answer.resolution.json, answer.agent.answer_json)
+    if answer.reached:
+        # A composite: every agent it can run, each as its own GET answers it.
+        agents = b",".join(
+            b'"%s/%s":{%b}' % (a.usecase.encode(), a.name.encode(), a.answer_json) for a in answer.reached
+        )
+        body = body[:-2] + b',"agents":{%b}}\n' % agents
     response = _with_provenance(_json_bytes(body), answer.resolution)
     return _conditional(response, answer.agent.digest)
 

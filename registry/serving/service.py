@@ -89,10 +89,13 @@ class AgentListing:
 
 @dataclass(frozen=True)
 class AgentAnswer:
-    """One agent at one release."""
+    """One agent at one release; for a composite, with every agent it can run
+    (``reached``, in the order of its graph's nodes), so that whoever runs it
+    needs one answer."""
 
     resolution: Resolution
     agent: LoadedAgent
+    reached: tuple[LoadedAgent, ...] = ()
 
     def render_etag(self, inputs: Any) -> str:
         """What names this agent rendered with ``inputs``, before rendering it:
@@ -334,7 +337,22 @@ class RegistryService:
             raise InvalidDefinition(
                 loaded.detail, loaded.errors, agent=agent, release=resolution.release.tag, **loaded.extensions
             )
-        return AgentAnswer(resolution, loaded)
+        if loaded.graph is None:
+            return AgentAnswer(resolution, loaded)
+        return AgentAnswer(resolution, loaded, self._reached(catalog, loaded))
+
+    def _reached(self, catalog: ReleaseCatalog, composite: LoadedAgent) -> tuple[LoadedAgent, ...]:
+        """Every agent a valid composite can run, from the content cache: each
+        was valid when the composite was checked, in the same commit."""
+        assert composite.graph is not None
+        reached = []
+        for node in composite.graph["nodes"][1:]:
+            usecase, _, name = str(node["agent"]).partition("/")
+            loaded = self._load(catalog, usecase, name)
+            if isinstance(loaded, InvalidDefinition):  # cannot be, in one commit; kept as a last line
+                raise InvalidDefinition(loaded.detail, loaded.errors, agent=f"{usecase}/{name}")
+            reached.append(loaded)
+        return tuple(reached)
 
     def render(self, usecase: str, name: str, inputs: Any, *, release: str | None = None) -> RenderAnswer:
         """One agent rendered with ``inputs`` at a release."""
