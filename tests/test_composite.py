@@ -4,6 +4,7 @@ Hostile composites are refused in bounded time and never affect other agents."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -11,8 +12,10 @@ import pytest
 
 from registry.authoring.lint import open_worktree_catalog
 from registry.client import RegistryClient
-from registry.errors import InvalidDefinition, NotAPrompt
+from registry.errors import InvalidBundle, InvalidDefinition, NotAPrompt
+from registry.format.bundle import Bundle
 from registry.format.composite import DEFAULT_MAX_LLM_CALLS, MAX_NESTING
+from registry.format.definition import definition_digest
 from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
@@ -483,3 +486,29 @@ def test_the_client_gets_a_composite_with_every_agent_it_can_run_in_one_request(
         with pytest.raises(NotAPrompt):
             gated.render({"question": "q"})
         assert not client.get("chat", "minimal").is_composite
+
+
+def test_a_bundle_verifies_a_composite_against_every_agent_it_can_run(repo: LibraryRepo) -> None:
+    from registry.format.bundle import _integrity  # re-sealed, as a careless tool would
+
+    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
+    exported = client_for(repo).get("/v1/bundle?release=v1.0.0")
+    assert exported.status_code == 200
+    bundle = Bundle(exported.data)
+    assert bundle.verify_all() == len(LEAVES) + len(COMPOSITES)
+    served = client_for(repo).get("/v1/agents/support/routed?release=v1.0.0").json
+    assert bundle.agent("support", "routed").digest == served["digest"]
+    # A leaf changed and given a digest of its own: every composite that
+    # can run it no longer matches, however it was re-sealed.
+    content = json.loads(exported.data)
+    for agent in content["agents"]:
+        if (agent["usecase"], agent["name"]) == ("compliance", "response_gate"):
+            agent["source"] = agent["source"].replace("name: Response gate", "name: Anything goes")
+            agent["digest"] = definition_digest(agent["source"].encode(), {})
+    del content["integrity"]
+    content["integrity"] = _integrity(content)
+    tampered = Bundle(json.dumps(content).encode())
+    assert tampered.agent("compliance", "response_gate").digest
+    with pytest.raises(InvalidBundle, match="does not match its digest"):
+        tampered.agent("support", "gated")
+    assert tampered.agent("support", "draft_answer").digest

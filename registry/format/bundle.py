@@ -190,6 +190,10 @@ class Bundle:
             compiled = compile_definition(document.value, self._environment, file=path, document=document)
         except (YamlError, InvalidDefinition) as exc:
             raise mismatch from exc
+        if compiled.pattern is not None:
+            if self._composite_digest(source, compiled, mismatch) != digest:
+                raise mismatch
+            return BundledAgent(usecase, name, path, digest, compiled, {})
         reached = {p: self.partials[p].encode("utf-8") for p in compiled.partials}
         dynamic = compiled.dynamic_includes
         actual = definition_digest(source, reached, tree_content_id=self.release.content_id if dynamic else None)
@@ -197,6 +201,37 @@ class Bundle:
             raise mismatch
         partials = self.partials if dynamic else {p: self.partials[p] for p in compiled.partials}
         return BundledAgent(usecase, name, path, digest, compiled, partials)
+
+    def _composite_digest(self, source: bytes, compiled: CompiledAgent, mismatch: InvalidBundle) -> str:
+        """A composite's digest as the server computes it (``ReleaseCatalog``):
+        its file and the digest of every agent it can run, a nested
+        composite's being its own file's. Every agent it reaches must be in
+        the bundle; a leaf is verified on the way. Called under the lock."""
+        assert compiled.pattern is not None
+        reached: dict[str, bytes] = {}
+        pending = [call.agent for call in compiled.pattern.calls]
+        while pending:  # iterative, and each agent once: a damaged bundle may hold a cycle
+            agent = pending.pop()
+            if f"agent:{agent}" in reached:
+                continue
+            usecase, _, name = agent.partition("/")
+            if (usecase, name) not in self._sources:
+                raise mismatch
+            path, digest, text = self._sources[(usecase, name)]
+            other_source = text.encode("utf-8")
+            try:
+                document = parse_yaml(other_source, limits=_READ_LIMITS)
+                other = compile_definition(document.value, self._environment, file=path, document=document)
+            except (YamlError, InvalidDefinition) as exc:
+                raise mismatch from exc
+            if other.pattern is None:
+                if (usecase, name) not in self._verified:
+                    self._verified[(usecase, name)] = self._verify(usecase, name, path, digest, text)
+                reached[f"agent:{agent}"] = digest.encode()
+            else:
+                reached[f"agent:{agent}"] = definition_digest(other_source, {}).encode()
+                pending.extend(call.agent for call in other.pattern.calls)
+        return definition_digest(source, reached)
 
 
 def _decode(data: bytes, origin: str) -> dict[str, Any]:
