@@ -5,6 +5,7 @@ Hostile composites are refused in bounded time and never affect other agents."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -21,6 +22,7 @@ from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
+from tests.servers import CLI, clean_environment
 from tests.test_api import _validate_against_openapi
 
 DRAFT = """\
@@ -512,3 +514,35 @@ def test_a_bundle_verifies_a_composite_against_every_agent_it_can_run(repo: Libr
     with pytest.raises(InvalidBundle, match="does not match its digest"):
         tampered.agent("support", "gated")
     assert tampered.agent("support", "draft_answer").digest
+
+
+def test_diff_and_the_release_gate_understand_composites(repo: LibraryRepo, tmp_path: Path) -> None:
+    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
+    # A changed prompt of an agent the composites run: they change through it.
+    repo.release("v1.0.1", {"support/draft_answer.yml": DRAFT.replace("{{ question }}", "Q: {{ question }}")})
+    client = client_for(repo)
+    diff = client.get("/v1/diff?from=v1.0.0&to=v1.0.1").json
+    changed = {change["name"]: change for change in diff["changed"] if change["usecase"] == "support"}
+    assert changed["gated"]["through"] == ["support/draft_answer"] and changed["gated"]["fields"] == []
+    assert "through" not in changed["draft_answer"]
+    # A gate's output contract changed: major, for the gate itself.
+    gate = GATE.replace("reason: {type: string}", "reason: {type: string, maxLength: 200}")
+    assert gate != GATE
+    repo.release("v1.0.2", {"compliance/response_gate.yml": gate})
+    release_gate = subprocess.run(
+        [CLI, "check-release", "v1.0.3", "--against", "v1.0.1", "--ref", "v1.0.2"],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        env=clean_environment(),
+        timeout=60,
+    )
+    assert release_gate.returncode == 1 and "major" in release_gate.stdout
+    assert "compliance/response_gate: its output contract changed (output_parser output_schema)" in release_gate.stdout
+    # An agent a composite runs removed: the composite becomes invalid, major.
+    repo.remove("support/draft_answer.yml")
+    repo.commit("remove the draft agent")
+    repo.tag("v2.0.0")
+    removal = client_for(repo).get("/v1/diff?from=v1.0.2&to=v2.0.0").json
+    assert "support/draft_answer" in removal["removed"]
+    assert any(change["name"] == "gated" and "to" in change.get("invalid", {}) for change in removal["changed"])

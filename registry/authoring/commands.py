@@ -267,7 +267,7 @@ def diff_text(diff: LibraryDiff, *, colour: bool = False) -> str:
         if change.status != "changed":
             lines.append(paint(f"{change.status}: {change.agent}", change.status, colour=colour))
             continue
-        detail = ", ".join(change.fields)
+        detail = ", ".join([*change.fields, *(f"changed through {agent}" for agent in change.through)])
         lines.append(paint(f"changed: {change.agent}{f' ({detail})' if detail else ''}", "bold", colour=colour))
         for side, problems in change.invalid.items():
             lines.extend(paint(f"  invalid in {side}: {problem}", "removed", colour=colour) for problem in problems)

@@ -12,6 +12,7 @@ it requires, with a reason for each.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,6 +36,7 @@ _FIELDS = (
     "output_parser",
     "rag",
     "max_iterations",
+    "pattern",
     "examples",
 )
 
@@ -52,6 +54,9 @@ class AgentChange:
     examples: dict[str, str] = field(default_factory=dict)
     invalid: dict[str, list[str]] = field(default_factory=dict)
     """Side ("from"/"to") to the problems of a definition invalid there."""
+    through: list[str] = field(default_factory=list)
+    """A composite's: the agents it can run that were added, removed or
+    changed, by ``usecase/name`` (its digest covers them all)."""
     definition_from: dict[str, Any] | None = field(default=None, repr=False)
     definition_to: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -69,6 +74,8 @@ class AgentChange:
         }
         if self.status == "changed":
             out.update(fields=self.fields, templates=self.templates, partials=self.partials, examples=self.examples)
+            if self.through:
+                out["through"] = self.through
         if self.invalid:
             out["invalid"] = self.invalid
         return out
@@ -169,8 +176,19 @@ def _compare(
         text = _unified(a.partials.get(partial, ""), b.partials.get(partial, ""), partial)
         if text:
             change.partials[partial] = text
-    change.examples = _example_diffs(a, b)
+    if a.graph is not None and b.graph is not None:
+        change.through = _changed_through(a.graph, b.graph)
+    else:
+        change.examples = _example_diffs(a, b)
     return change
+
+
+def _changed_through(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The agents of a composite's graph (itself left out) that were added,
+    removed or changed between two versions of it."""
+    old = {node["agent"]: node["digest"] for node in before["nodes"][1:]}
+    new = {node["agent"]: node["digest"] for node in after["nodes"][1:]}
+    return sorted(agent for agent in old.keys() | new.keys() if old.get(agent) != new.get(agent))
 
 
 def _example_diffs(a: LoadedAgent, b: LoadedAgent) -> dict[str, str]:
@@ -225,10 +243,12 @@ class Reason:
 
 def classify(diff: LibraryDiff) -> tuple[Bump, list[Reason]]:
     """The bump the changes require, and why: removing an agent, making it
-    invalid, removing or renaming an input, adding a required input or
-    narrowing an input's type is major; adding an agent or an optional input,
-    or making an invalid agent valid, is minor; any other change of a digest
-    is patch."""
+    invalid (a composite too, when an agent it runs was removed), removing or
+    renaming an input, adding a required input, narrowing an input's type or
+    changing an output parser's type or schema (the contract of a reply, a
+    gate's included) is major; adding an agent or an optional input, or
+    making an invalid agent valid, is minor; any other change of a digest
+    (a composite's through an agent it runs) is patch."""
     reasons: list[Reason] = []
     for change in diff.changes:
         reasons.extend(_change_reasons(change))
@@ -254,11 +274,13 @@ def _change_reasons(change: AgentChange) -> list[Reason]:
         return [Reason("major", agent, "it became invalid, so the registry will not serve it")]
     if "from" in change.invalid:
         return [Reason("minor", agent, "it became valid")]
-    reasons = _input_reasons(change)
+    reasons = _input_reasons(change) + _output_reasons(change)
     if reasons:
         return reasons
     what = [*change.fields, *(f"{role} template" for role in change.templates)]
     what += [f"partial {partial}" for partial in change.partials]
+    if change.through:
+        what.append(f"through {', '.join(change.through)}")
     if not what:
         # Same definition and partials, other bytes: the digest covers the file as written.
         return [Reason("patch", agent, "its file changed (comments or formatting only)")]
@@ -292,6 +314,18 @@ def _input_reasons(change: AgentChange) -> list[Reason]:
     for name in sorted((new_required - old_required) & set(old_props or {})):
         reasons.append(Reason("major", agent, f"input {name!r} became required"))
     return reasons
+
+
+def _output_reasons(change: AgentChange) -> list[Reason]:
+    """Whoever reads an agent's reply (a gateway, a composite's gate,
+    classifier or evaluator) relies on its output parser's type and schema:
+    changing either is major."""
+    before = (change.definition_from or {}).get("output_parser") or {}
+    after = (change.definition_to or {}).get("output_parser") or {}
+    changed = [key for key in ("type", "output_schema") if before.get(key) != after.get(key)]
+    if not changed:
+        return []
+    return [Reason("major", change.agent, f"its output contract changed (output_parser {' and '.join(changed)})")]
 
 
 def _inputs(definition: dict[str, Any] | None) -> tuple[dict[str, Any], set[str]] | None:
