@@ -546,3 +546,23 @@ def test_diff_and_the_release_gate_understand_composites(repo: LibraryRepo, tmp_
     removal = client_for(repo).get("/v1/diff?from=v1.0.2&to=v2.0.0").json
     assert "support/draft_answer" in removal["removed"]
     assert any(change["name"] == "gated" and "to" in change.get("invalid", {}) for change in removal["changed"])
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "message"),
+    [
+        ("{strategy: majority, field: topic}", "does not declare it"),
+        ("{strategy: first_valid, field: topic}", "does not declare it"),
+    ],
+)
+def test_a_strategy_reads_a_field_every_branch_declares(tmp_path: Path, aggregate: str, message: str) -> None:
+    voted = VOTED.replace("{strategy: majority, field: label}", aggregate)
+    problems = _problems(_catalog(tmp_path, {**LEAVES, "support/voted.yml": voted}), "support/voted")
+    assert [rule for rule, _ in problems] == ["composite-parser"] and message in problems[0][1]
+
+
+def test_a_majority_over_a_field_the_branch_may_leave_out_is_refused(tmp_path: Path) -> None:
+    optional = CLASSIFY.replace("    required: [label]\n", "")
+    files = {**LEAVES, "support/classify.yml": optional, "support/voted.yml": VOTED}
+    problems = _problems(_catalog(tmp_path, files), "support/voted")
+    assert [rule for rule, _ in problems] == ["composite-parser"] and "does not require it" in problems[0][1]

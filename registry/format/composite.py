@@ -708,8 +708,24 @@ def _input_problems(call: Call, target: AgentFacts) -> Iterator[Problem]:
         )
 
 
-# What each role reads from the JSON its agent's parser gives: field, type, required.
-_READS = {
+def _aggregate_reads(pattern: Pattern) -> tuple[tuple[str, str | None, bool], ...]:
+    """What a parallel pattern's strategy reads from each branch's JSON: a
+    majority vote compares ``field`` (so every branch must give it), and
+    first_valid takes the first branch whose reply has it."""
+    aggregate = pattern.raw.get("aggregate")
+    if not isinstance(aggregate, dict) or "field" not in aggregate:
+        return ()
+    field_name = str(aggregate["field"])
+    if aggregate.get("strategy") == "majority":
+        return ((field_name, None, True),)
+    if aggregate.get("strategy") == "first_valid":
+        return ((field_name, None, False),)
+    return ()
+
+
+# What each role reads from the JSON its agent's parser gives: field, type
+# (None: any), required.
+_READS: dict[str, tuple[tuple[str, str | None, bool], ...]] = {
     "gate": (("allow", "boolean", True), ("reason", "string", False)),
     "evaluator": (("pass", "boolean", True), ("feedback", "string", True)),
 }
@@ -718,14 +734,16 @@ _READS = {
 def _parser_problems(call: Call, target: AgentFacts, pattern: Pattern) -> Iterator[Problem]:
     if call.role == "classifier":
         field_name = pattern.raw.get("classifier", {}).get("field", "label")
-        wanted: tuple[tuple[str, str, bool], ...] = ((str(field_name), "string", True),)
+        wanted: tuple[tuple[str, str | None, bool], ...] = ((str(field_name), "string", True),)
+    elif call.role == "branch":
+        wanted = _aggregate_reads(pattern)
     else:
         wanted = _READS.get(call.role, ())
     if not wanted:
         return
     where = (*call.path, "agent")
     fix = "give it 'output_parser: {type: json, output_schema: ...}' with " + ", ".join(
-        f"{'a required ' if needed else 'an optional '}{kind} {name!r}" for name, kind, needed in wanted
+        f"{'a required ' if needed else 'an optional '}{kind or 'value'} {name!r}" for name, kind, needed in wanted
     )
     if target.parser_type != "json":
         yield Problem(
@@ -744,12 +762,21 @@ def _parser_problems(call: Call, target: AgentFacts, pattern: Pattern) -> Iterat
     for name, kind, needed in wanted:
         declared = properties.get(name)
         if declared is None:
-            if needed:
+            if needed or kind is None:  # a strategy's field must at least be declared
                 yield Problem(
                     f"{call.label} reads {name!r} from {call.agent}, whose output_schema does not declare it",
                     where,
                     "composite-parser",
                     fix,
+                )
+            continue
+        if kind is None:  # read as whatever it is
+            if needed and name not in required:
+                yield Problem(
+                    f"{call.label} reads {name!r} from {call.agent}, whose output_schema does not require it",
+                    where,
+                    "composite-parser",
+                    f"add {name!r} to output_schema.required",
                 )
             continue
         if not isinstance(declared, dict) or declared.get("type") != kind:
