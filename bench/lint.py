@@ -38,7 +38,9 @@ ROUNDS = 3
 def build(base: Path) -> Path:
     agents = base / "ai_gateway" / "agents"
     shutil.copytree(BUNDLED / "_partials", agents / "_partials")
-    sources = sorted(BUNDLED.glob("*/*.yml"))
+    # The bundled leaves; its composites name agents of the bundled library,
+    # which copies under other names would not find (the composites below do).
+    sources = [path for path in sorted(BUNDLED.glob("*/*.yml")) if "pattern" not in yaml.safe_load(path.read_bytes())]
     for usecase in range(50):
         directory = agents / f"usecase_{usecase:02d}"
         directory.mkdir(parents=True)
@@ -107,11 +109,15 @@ def main() -> None:
             times["lint"].append(time.perf_counter() - started)
         assert len(report.definitions) == 5000 and report.errors == 0, (len(report.definitions), report.errors)
     plain, linted = statistics.median(times["baseline"]), statistics.median(times["lint"])
-    print(f"\n5,000 definitions, median of {ROUNDS} rounds\n")
-    print("| | seconds |")
-    print("|---|---:|")
-    print(f"| read + yaml.safe_load every file (baseline) | {plain:.2f} |")
-    print(f"| prompt-registry lint | {linted:.2f} |")
+    print("\n5,000 definitions (500 composites), every round and the median, seconds\n")
+    header = " | ".join(f"round {i + 1}" for i in range(ROUNDS))
+    print(f"| | {header} | median |")
+    print("|---|" + "---:|" * (ROUNDS + 1))
+    for label, key, median in (
+        ("read + yaml.safe_load every file (baseline)", "baseline", plain),
+        ("prompt-registry lint", "lint", linted),
+    ):
+        print(f"| {label} | {' | '.join(f'{t:.2f}' for t in times[key])} | {median:.2f} |")
     print(f"\nRatio lint / baseline: {linted / plain:.1f}x; target under 30 s: {'met' if linted < 30 else 'missed'}")
 
 
