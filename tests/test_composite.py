@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from registry.authoring.lint import open_worktree_catalog
-from registry.client import RegistryClient
+from registry.client import RegistryClient, RetryPolicy
 from registry.errors import InvalidBundle, InvalidDefinition, NotAPrompt
 from registry.format.bundle import Bundle
 from registry.format.composite import DEFAULT_MAX_LLM_CALLS, MAX_NESTING
@@ -22,6 +22,7 @@ from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
+from tests.redis_server import free_port
 from tests.servers import CLI, clean_environment
 from tests.test_api import _validate_against_openapi
 
@@ -566,3 +567,19 @@ def test_a_majority_over_a_field_the_branch_may_leave_out_is_refused(tmp_path: P
     files = {**LEAVES, "support/classify.yml": optional, "support/voted.yml": VOTED}
     problems = _problems(_catalog(tmp_path, files), "support/voted")
     assert [rule for rule, _ in problems] == ["composite-parser"] and "does not require it" in problems[0][1]
+
+
+def test_from_a_bundle_a_composite_comes_with_every_agent_it_can_run(repo: LibraryRepo, tmp_path: Path) -> None:
+    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
+    path = tmp_path / "bundle.json"
+    path.write_bytes(client_for(repo).get("/v1/bundle?release=v1.0.0").data)
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens: every request fails at once
+    with RegistryClient(down, release="v1.0.0", bundle=str(path), retries=RetryPolicy(attempts=1)) as client:
+        routed = client.get("support", "routed")
+        assert routed.source == "bundle" and routed.is_composite
+        served = client_for(repo).get("/v1/agents/support/routed?release=v1.0.0").json
+        assert sorted(routed.agents) == sorted(served["agents"])
+        assert {name: agent.digest for name, agent in routed.agents.items()} == {
+            name: member["digest"] for name, member in served["agents"].items()
+        }
+        assert routed.agents["support/draft_answer"].render({"question": "q"}).messages[0].content == "q"

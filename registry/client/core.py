@@ -31,7 +31,7 @@ from registry.errors import (
     RenderError,
     Unauthorized,
 )
-from registry.format.bundle import Bundle
+from registry.format.bundle import Bundle, BundledAgent
 from registry.models import Issue, Message, Prompt, Release, Resolution
 from registry.store.releases import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
 
@@ -247,18 +247,13 @@ class ClientCore:
         misfit = bundle_misfit(selector, self.bundle)
         if misfit is not None:
             raise RegistryUnavailable(f"{error.detail}; {misfit}") from error
+        release = Resolution(requested=selector, release=self.bundle.release.as_release())
         bundled = self.bundle.agent(usecase, name)
-        agent = Agent(
-            usecase=usecase,
-            name=name,
-            path=bundled.path,
-            release=Resolution(requested=selector, release=self.bundle.release.as_release()),
-            digest=bundled.digest,
-            definition=bundled.compiled.definition,
-            partials=bundled.partials,
-            source="bundle",
-            _compilation=_Compilation(bundled.compiled),
-        )
+        agent = _agent_from_bundle(bundled, release)
+        if bundled.reaches:
+            # A composite: every agent it can run, from the same bundle, as the server would send them.
+            members = [self.bundle.agent(*reached.split("/", 1)) for reached in bundled.reaches]
+            agent = replace(agent, agents={f"{m.usecase}/{m.name}": _agent_from_bundle(m, release) for m in members})
         self.cache.put(key, agent, immutable=False, source="bundle")
         return agent
 
@@ -332,6 +327,20 @@ def error_from_problem(response: httpx.Response, key: CacheKey | None = None) ->
         # error's own, above); one that does not is named by the selector.
         error.locate(f"{usecase}/{name}", selector)
     return error
+
+
+def _agent_from_bundle(bundled: BundledAgent, release: Resolution) -> Agent:
+    return Agent(
+        usecase=bundled.usecase,
+        name=bundled.name,
+        path=bundled.path,
+        release=release,
+        digest=bundled.digest,
+        definition=bundled.compiled.definition,
+        partials=bundled.partials,
+        source="bundle",
+        _compilation=_Compilation(bundled.compiled),
+    )
 
 
 def _agent_from_answer(body: dict[str, Any], release: Resolution | None = None) -> Agent:

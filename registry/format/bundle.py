@@ -57,6 +57,8 @@ class BundledAgent:
     compiled: CompiledAgent
     partials: Mapping[str, str]
     """The partials its templates can reach, by path."""
+    reaches: tuple[str, ...] = ()
+    """A composite's: every agent it can run, as ``usecase/name``, sorted."""
 
 
 @dataclass(frozen=True)
@@ -191,9 +193,10 @@ class Bundle:
         except (YamlError, InvalidDefinition) as exc:
             raise mismatch from exc
         if compiled.pattern is not None:
-            if self._composite_digest(source, compiled, mismatch) != digest:
+            actual, reaches = self._composite_digest(source, compiled, mismatch)
+            if actual != digest:
                 raise mismatch
-            return BundledAgent(usecase, name, path, digest, compiled, {})
+            return BundledAgent(usecase, name, path, digest, compiled, {}, reaches)
         reached = {p: self.partials[p].encode("utf-8") for p in compiled.partials}
         dynamic = compiled.dynamic_includes
         actual = definition_digest(source, reached, tree_content_id=self.release.content_id if dynamic else None)
@@ -202,11 +205,14 @@ class Bundle:
         partials = self.partials if dynamic else {p: self.partials[p] for p in compiled.partials}
         return BundledAgent(usecase, name, path, digest, compiled, partials)
 
-    def _composite_digest(self, source: bytes, compiled: CompiledAgent, mismatch: InvalidBundle) -> str:
+    def _composite_digest(
+        self, source: bytes, compiled: CompiledAgent, mismatch: InvalidBundle
+    ) -> tuple[str, tuple[str, ...]]:
         """A composite's digest as the server computes it (``ReleaseCatalog``):
         its file and the digest of every agent it can run, a nested
-        composite's being its own file's. Every agent it reaches must be in
-        the bundle; a leaf is verified on the way. Called under the lock."""
+        composite's being its own file's; and those agents. Every agent it
+        reaches must be in the bundle; a leaf is verified on the way. Called
+        under the lock."""
         assert compiled.pattern is not None
         reached: dict[str, bytes] = {}
         pending = [call.agent for call in compiled.pattern.calls]
@@ -231,7 +237,8 @@ class Bundle:
             else:
                 reached[f"agent:{agent}"] = definition_digest(other_source, {}).encode()
                 pending.extend(call.agent for call in other.pattern.calls)
-        return definition_digest(source, reached)
+        reaches = tuple(sorted(key.removeprefix("agent:") for key in reached))
+        return definition_digest(source, reached), reaches
 
 
 def _decode(data: bytes, origin: str) -> dict[str, Any]:
