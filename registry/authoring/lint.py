@@ -27,6 +27,7 @@ from jinja2 import TemplateError, meta, nodes
 
 from registry.agents.parsers import OutputParser, ParseError
 from registry.errors import ConfigurationError, InvalidDefinition
+from registry.format.graphs import components, shortest_ring
 from registry.format.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, json_pointer, shorten
@@ -565,64 +566,23 @@ class _IncludeGraph:
         return [] if template is None else sorted(t for t in template.always if self.template(t) is not None)
 
     def _find_components(self, start: str) -> None:
-        """Tarjan's strongly connected components of the unconditional
-        includes from ``start``, iteratively (a chain of includes may be
-        longer than Python's recursion limit); each records its cycle."""
-        index: dict[str, int] = {start: 0}
-        low: dict[str, int] = {start: 0}
-        stack = [start]
-        on_stack = {start}
-        work = [(start, iter(self._always(start)))]
-        while work:
-            name, targets = work[-1]
-            for target in targets:
-                if target in self._cycles:
-                    continue  # in a component an earlier search finished
-                if target not in index:
-                    index[target] = low[target] = len(index)
-                    stack.append(target)
-                    on_stack.add(target)
-                    work.append((target, iter(self._always(target))))
-                    break
-                if target in on_stack:
-                    low[name] = min(low[name], index[target])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[name])
-                if low[name] == index[name]:
-                    component = set()
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.add(member)
-                        if member == name:
-                            break
-                    cycle = self._shortest_cycle(component)
-                    for member in component:
-                        self._cycles[member] = cycle
+        """The strongly connected components of the unconditional includes
+        from ``start``; each records its cycle."""
+        for component in components(start, self._always, self._cycles):
+            cycle = self._shortest_cycle(component)
+            for member in component:
+                self._cycles[member] = cycle
 
     def _shortest_cycle(self, component: set[str]) -> _Cycle | None:
         """The shortest ring through the component's first template, or None
         when the component is one template that does not include itself."""
         first = min(component)
-        came_from: dict[str, str] = {}
-        queue = [first]
-        for name in queue:
-            for target in self._always(name):
-                if target == first:
-                    path = [name]
-                    while path[-1] != first:
-                        path.append(came_from[path[-1]])
-                    ring = (first, *reversed(path[:-1]), first)
-                    template = self.template(first)
-                    assert template is not None
-                    return _Cycle(ring, template.always[ring[1]])
-                if target in component and target not in came_from:
-                    came_from[target] = name
-                    queue.append(target)
-        return None
+        ring = shortest_ring(first, self._always, component)
+        if ring is None:
+            return None
+        template = self.template(first)
+        assert template is not None
+        return _Cycle(ring, template.always[ring[1]])
 
 
 def _unconditional_includes(tree: nodes.Template) -> dict[str, int]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from jinja2 import TemplateError, nodes
 
+from registry.format.graphs import components, shortest_ring
 from registry.format.safeyaml import JsonPath
 from registry.models import close_matches, did_you_mean, shorten
 from registry.rendering.sandbox import CompiledTemplate, TemplateCompileError, TemplateEnvironment
@@ -511,40 +512,10 @@ class CompositeGraph:
         return found
 
     def _walk(self, start: str) -> None:
-        """Tarjan's components from ``start``, iteratively; each component is
-        checked once all it references is (components come out children first)."""
-        index: dict[str, int] = {start: 0}
-        low: dict[str, int] = {start: 0}
-        stack = [start]
-        on_stack = {start}
-        work: list[tuple[str, Iterator[str]]] = [(start, iter(self._edges(start)))]
-        while work:
-            name, targets = work[-1]
-            for target in targets:
-                if target in self._checked:
-                    continue
-                if target not in index:
-                    index[target] = low[target] = len(index)
-                    stack.append(target)
-                    on_stack.add(target)
-                    work.append((target, iter(self._edges(target))))
-                    break
-                if target in on_stack:
-                    low[name] = min(low[name], index[target])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[name])
-                if low[name] == index[name]:
-                    component: set[str] = set()
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.add(member)
-                        if member == name:
-                            break
-                    self._finish(component)
+        """Check every composite ``start`` reaches, a component at a time;
+        each once all it references is (``components`` yields children first)."""
+        for component in components(start, self._edges, self._checked):
+            self._finish(component)
 
     def _finish(self, component: set[str]) -> None:
         cyclic = len(component) > 1 or any(name in self._edges(name) for name in component)
@@ -555,19 +526,7 @@ class CompositeGraph:
             self._checked[member] = self._check_one(member, component if cyclic else set())
 
     def _shortest_cycle(self, start: str, component: set[str]) -> tuple[str, ...]:
-        came_from: dict[str, str] = {}
-        queue = [start]
-        for name in queue:
-            for target in self._edges(name):
-                if target == start:
-                    path = [name]
-                    while path[-1] != start:
-                        path.append(came_from[path[-1]])
-                    return (start, *reversed(path[:-1]), start)
-                if target in component and target not in came_from:
-                    came_from[target] = name
-                    queue.append(target)
-        return (start, start)
+        return shortest_ring(start, self._edges, component) or (start, start)
 
     def _check_one(self, agent: str, cycle_members: set[str]) -> Checked:
         facts = self.facts(agent)
