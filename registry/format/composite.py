@@ -413,19 +413,25 @@ class AgentFacts:
     digest: str = ""
 
 
-def leaf_facts(definition: Mapping[str, Any], variables: Iterable[str], digest: str) -> AgentFacts:
-    """The facts of a valid leaf definition."""
+def _declared_inputs(definition: Mapping[str, Any]) -> tuple[frozenset[str] | None, frozenset[str]] | None:
+    """The input names an ``inputs`` schema declares (None when it accepts
+    any name) and those it requires; None without an ``inputs`` schema."""
     inputs = definition.get("inputs")
-    declared: frozenset[str] | None = None
-    required: frozenset[str] = frozenset()
-    if isinstance(inputs, dict):
-        properties = inputs.get("properties")
-        if isinstance(properties, dict) and inputs.get("additionalProperties") is False:
-            declared = frozenset(properties)
-        listed = inputs.get("required")
-        required = frozenset(name for name in listed if isinstance(name, str)) if isinstance(listed, list) else required
-    else:
-        required = frozenset(variables) - {"tools"}
+    if not isinstance(inputs, dict):
+        return None
+    properties = inputs.get("properties")
+    declared = (
+        frozenset(properties) if isinstance(properties, dict) and inputs.get("additionalProperties") is False else None
+    )
+    listed = inputs.get("required")
+    required = frozenset(name for name in listed if isinstance(name, str)) if isinstance(listed, list) else frozenset()
+    return declared, required
+
+
+def leaf_facts(definition: Mapping[str, Any], variables: Iterable[str], digest: str) -> AgentFacts:
+    """The facts of a valid leaf definition; without an ``inputs`` schema,
+    every variable its templates read (but ``tools``) is required."""
+    declared, required = _declared_inputs(definition) or (None, frozenset(variables) - {"tools"})
     parser = definition.get("output_parser")
     parser_type = parser.get("type") if isinstance(parser, dict) else None
     schema = parser.get("output_schema") if isinstance(parser, dict) else None
@@ -442,16 +448,7 @@ def leaf_facts(definition: Mapping[str, Any], variables: Iterable[str], digest: 
 
 def composite_facts(definition: Mapping[str, Any], pattern: Pattern, digest: str) -> AgentFacts:
     """The facts of a composite that is valid on its own (its graph is checked apart)."""
-    inputs = definition.get("inputs")
-    declared: frozenset[str] | None = None
-    required: frozenset[str] = frozenset()
-    if isinstance(inputs, dict):
-        properties = inputs.get("properties")
-        if isinstance(properties, dict) and inputs.get("additionalProperties") is False:
-            declared = frozenset(properties)
-        listed = inputs.get("required")
-        if isinstance(listed, list):
-            required = frozenset(name for name in listed if isinstance(name, str))
+    declared, required = _declared_inputs(definition) or (None, frozenset())
     return AgentFacts(pattern=pattern, declared_inputs=declared, required_inputs=required, digest=digest)
 
 
