@@ -583,3 +583,55 @@ def test_from_a_bundle_a_composite_comes_with_every_agent_it_can_run(repo: Libra
             name: member["digest"] for name, member in served["agents"].items()
         }
         assert routed.agents["support/draft_answer"].render({"question": "q"}).messages[0].content == "q"
+
+
+def _wide_routes(width: int) -> dict[str, str]:
+    """A route of ``width`` routes to composites that each route ``width`` ways:
+    within any call budget (a route counts its largest route), while its graph
+    grows with width squared."""
+    labels = ", ".join(f"r{i}" for i in range(width))
+    question = '{question: "{{ inputs.question }}"}'
+    classifier = CLASSIFY.replace("enum: [billing, tech]", f"enum: [{labels}]")
+
+    def route(targets: list[str]) -> str:
+        routes = "".join(f"    r{i}: {{agent: {target}, inputs: {question}}}\n" for i, target in enumerate(targets))
+        return (
+            "name: Wide\ninputs: {type: object, properties: {question: {type: string}}, required: [question]}\n"
+            f"pattern:\n  kind: route\n  classifier: {{agent: support/classify, inputs: {question}}}\n"
+            f"  routes:\n{routes}"
+        )
+
+    files = {**LEAVES, "support/classify.yml": classifier}
+    for i in range(width):
+        files[f"wide/middle_{i}.yml"] = route(["support/draft_answer"] * width)
+    files["wide/top.yml"] = route([f"wide/middle_{i}" for i in range(width)])
+    return files
+
+
+def test_a_graph_too_large_to_answer_is_refused_whatever_its_budget(tmp_path: Path) -> None:
+    small = _catalog(tmp_path / "small", _wide_routes(8))
+    assert isinstance(_load(small, "wide/top"), LoadedAgent)  # 8 + 8 x 9 calls: fine
+    large = _catalog(tmp_path / "large", _wide_routes(25))
+    assert isinstance(_load(large, "wide/middle_0"), LoadedAgent)
+    problems = _problems(large, "wide/top")
+    assert [rule for rule, _ in problems] == ["composite-size"]
+    assert "through 676 calls" in problems[0][1] and "the limits are 100 agents and 500 calls" in problems[0][1]
+
+
+def test_a_composites_answer_repeats_no_nested_graph(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
+    answer = client_for(repo).get("/v1/agents/support/routed?release=v1.0.0").json
+    assert "support/gated" in answer["agents"] and "graph" in answer
+    assert all("graph" not in member for member in answer["agents"].values())
+
+
+def test_a_bundle_names_what_a_composite_runs_that_it_does_not_hold(repo: LibraryRepo) -> None:
+    from registry.format.bundle import _integrity  # re-sealed, as a careless tool would
+
+    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
+    content = json.loads(client_for(repo).get("/v1/bundle?release=v1.0.0").data)
+    content["agents"] = [a for a in content["agents"] if (a["usecase"], a["name"]) != ("support", "draft_answer")]
+    del content["integrity"]
+    content["integrity"] = _integrity(content)
+    with pytest.raises(InvalidBundle, match="it runs support/draft_answer, which the bundle does not hold"):
+        Bundle(json.dumps(content).encode()).agent("support", "gated")

@@ -119,6 +119,12 @@ prompt_templates:
         "chat/n9.yml": _chain("chat/minimal"),
     },
     "composite-budget": {"chat/bad.yml": _chain(*["chat/minimal"] * 11, limits={"max_llm_calls": 10})},
+    "composite-size": {  # 2 chains of 50 agents each, and one more: 103 agents reached
+        **{f"chat/l{i}.yml": MINIMAL for i in range(100)},
+        "chat/half0.yml": _chain(*[f"chat/l{i}" for i in range(50)], limits={"max_llm_calls": 1000}),
+        "chat/half1.yml": _chain(*[f"chat/l{i}" for i in range(50, 100)], limits={"max_llm_calls": 1000}),
+        "chat/bad.yml": _chain("chat/half0", "chat/half1", "chat/minimal", limits={"max_llm_calls": 1000}),
+    },
 }
 
 

@@ -161,6 +161,12 @@ RULES: dict[str, Rule] = {
             "flatten the pattern",
         ),
         Rule(
+            "composite-size",
+            "error",
+            "a composite can run more agents, or holds more calls in its graph, than the registry answers",
+            "split it into composites run one after another",
+        ),
+        Rule(
             "composite-budget",
             "error",
             "a composite's worst-case number of model calls is over its limit",

@@ -133,6 +133,8 @@ class Bundle:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise InvalidBundle(f"{origin} does not have the shape of a {BUNDLE_FORMAT} file") from exc
         self._verified: dict[tuple[str, str], BundledAgent] = {}
+        self._compiled: dict[tuple[str, str], CompiledAgent] = {}
+        """Each agent parsed and compiled once, for composites that reach it."""
         self._lock = threading.Lock()
         self._environment = TemplateEnvironment(self.partials.get)
 
@@ -187,11 +189,7 @@ class Bundle:
     def _verify(self, usecase: str, name: str, path: str, digest: str, text: str) -> BundledAgent:
         source = text.encode("utf-8")
         mismatch = InvalidBundle(f"{usecase}/{name} in {self.origin} does not match its digest {shorten(digest)}")
-        try:
-            document = parse_yaml(source, limits=_READ_LIMITS)
-            compiled = compile_definition(document.value, self._environment, file=path, document=document)
-        except (YamlError, InvalidDefinition) as exc:
-            raise mismatch from exc
+        compiled = self._compile((usecase, name), path, text, mismatch)
         if compiled.pattern is not None:
             actual, reaches = self._composite_digest(source, compiled, mismatch)
             if actual != digest:
@@ -204,6 +202,19 @@ class Bundle:
             raise mismatch
         partials = self.partials if dynamic else {p: self.partials[p] for p in compiled.partials}
         return BundledAgent(usecase, name, path, digest, compiled, partials)
+
+    def _compile(self, key: tuple[str, str], path: str, text: str, mismatch: InvalidBundle) -> CompiledAgent:
+        """An agent's source parsed and compiled, once per bundle; ``mismatch``
+        when it is not a valid definition (the server would not have sent it)."""
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            try:
+                document = parse_yaml(text.encode("utf-8"), limits=_READ_LIMITS)
+                compiled = compile_definition(document.value, self._environment, file=path, document=document)
+            except (YamlError, InvalidDefinition) as exc:
+                raise mismatch from exc
+            self._compiled[key] = compiled
+        return compiled
 
     def _composite_digest(
         self, source: bytes, compiled: CompiledAgent, mismatch: InvalidBundle
@@ -221,21 +232,17 @@ class Bundle:
             if f"agent:{agent}" in reached:
                 continue
             usecase, _, name = agent.partition("/")
-            if (usecase, name) not in self._sources:
-                raise mismatch
-            path, digest, text = self._sources[(usecase, name)]
-            other_source = text.encode("utf-8")
-            try:
-                document = parse_yaml(other_source, limits=_READ_LIMITS)
-                other = compile_definition(document.value, self._environment, file=path, document=document)
-            except (YamlError, InvalidDefinition) as exc:
-                raise mismatch from exc
+            key = (usecase, name)
+            if key not in self._sources:
+                raise InvalidBundle(f"{mismatch.detail}: it runs {agent}, which the bundle does not hold")
+            path, digest, text = self._sources[key]
+            other = self._compile(key, path, text, mismatch)
             if other.pattern is None:
-                if (usecase, name) not in self._verified:
-                    self._verified[(usecase, name)] = self._verify(usecase, name, path, digest, text)
+                if key not in self._verified:
+                    self._verified[key] = self._verify(usecase, name, path, digest, text)
                 reached[f"agent:{agent}"] = digest.encode()
             else:
-                reached[f"agent:{agent}"] = definition_digest(other_source, {}).encode()
+                reached[f"agent:{agent}"] = definition_digest(text.encode("utf-8"), {}).encode()
                 pending.extend(call.agent for call in other.pattern.calls)
         reaches = tuple(sorted(key.removeprefix("agent:") for key in reached))
         return definition_digest(source, reached), reaches

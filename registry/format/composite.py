@@ -37,6 +37,13 @@ DEFAULT_MAX_LLM_CALLS = 100
 """The worst-case model calls a composite may make when its ``limits`` do not say."""
 MAX_NESTING = 8
 """How deep composites may nest: a composite of leaves is 1 deep."""
+MAX_REACHED_AGENTS = 100
+"""How many agents one composite may be able to run, nested ones included."""
+MAX_GRAPH_CALLS = 500
+"""How many calls its graph may hold, its own and its nested composites':
+a route's worst case counts only its largest route, so without this layers
+of wide routes stay within any call budget while their graph (which a GET
+answers) grows with the product of their widths."""
 DEFAULT_TOOL_ROUNDS = 10
 """The model calls counted for a tool-using leaf that sets no ``max_iterations``."""
 _CALLS_CAP = 10**9
@@ -590,6 +597,21 @@ class CompositeGraph:
                     ("pattern",),
                     "composite-depth",
                     "flatten the pattern: run the nested composites' steps directly",
+                )
+            )
+        edges = len(pattern.calls)
+        for name in reaches:
+            reached = self.facts(name)
+            if reached is not None and reached.pattern is not None:
+                edges += len(reached.pattern.calls)
+        if len(reaches) > MAX_REACHED_AGENTS or edges > MAX_GRAPH_CALLS:
+            problems.append(
+                Problem(
+                    f"the composite can run {len(reaches)} agents through {edges} calls, nested ones included;"
+                    f" the limits are {MAX_REACHED_AGENTS} agents and {MAX_GRAPH_CALLS} calls",
+                    ("pattern",),
+                    "composite-size",
+                    "split it into composites a caller runs one after another, or share fewer wide routes",
                 )
             )
         calls = pattern.worst_case_calls(lambda name: self._calls_of(name, cycle_members))

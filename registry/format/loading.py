@@ -109,18 +109,30 @@ class LoadedAgent:
         "partials":{...}`` (the definition in its file's key order), and a
         composite's ``"graph":{...}``."""
         if self._answer_json is None:
-            members: dict[str, Any] = {
-                "usecase": self.usecase,
-                "name": self.name,
-                "path": self.path,
-                "digest": self.digest,
-                "definition": self.definition,
-                "partials": dict(self.partials),
-            }
+            members = self._members()
             if self.graph is not None:
                 members["graph"] = self.graph
             self._answer_json = encode_json(members)[1:-1]
         return self._answer_json
+
+    @property
+    def member_json(self) -> bytes:
+        """As ``answer_json`` but never with a graph: the agent as a member of
+        a composite's answer, whose own graph already holds every node and
+        call (nested graphs would repeat them, level after level)."""
+        if self.graph is None:
+            return self.answer_json
+        return encode_json(self._members())[1:-1]
+
+    def _members(self) -> dict[str, Any]:
+        return {
+            "usecase": self.usecase,
+            "name": self.name,
+            "path": self.path,
+            "digest": self.digest,
+            "definition": self.definition,
+            "partials": dict(self.partials),
+        }
 
 
 # The shape of a cache record; bump when it changes, so that records written

@@ -252,9 +252,9 @@ def get_agent(usecase: str, name: str) -> Response:
     # The hot path: both parts were encoded once, when first used.
     body = b'{"release":%b,%b}\n' % (answer.resolution.json, answer.agent.answer_json)
     if answer.reached:
-        # A composite: every agent it can run, each as its own GET answers it.
+        # A composite: every agent it can run, each as its own GET answers it (but its graph).
         agents = b",".join(
-            b'"%s/%s":{%b}' % (a.usecase.encode(), a.name.encode(), a.answer_json) for a in answer.reached
+            b'"%s/%s":{%b}' % (a.usecase.encode(), a.name.encode(), a.member_json) for a in answer.reached
         )
         body = body[:-2] + b',"agents":{%b}}\n' % agents
     response = _with_provenance(_json_bytes(body), answer.resolution)
