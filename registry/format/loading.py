@@ -84,6 +84,7 @@ class LoadedAgent:
         self._compile = compile
         self._lock = threading.Lock()
         self._answer_json: bytes | None = None
+        self._member_json: bytes | None = None
 
     @property
     def title(self) -> str:
@@ -122,7 +123,9 @@ class LoadedAgent:
         call (nested graphs would repeat them, level after level)."""
         if self.graph is None:
             return self.answer_json
-        return encode_json(self._members())[1:-1]
+        if self._member_json is None:
+            self._member_json = encode_json(self._members())[1:-1]
+        return self._member_json
 
     def _members(self) -> dict[str, Any]:
         return {
