@@ -156,7 +156,12 @@ def test_serve_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
 
 def test_serve_a_path_that_is_not_a_repository_fails_clearly(tmp_path: Path) -> None:
     result = subprocess.run(
-        [CLI, "serve", "--repo", str(tmp_path)], env=_clean_environment(), capture_output=True, text=True, timeout=30
+        # --port 0: the port is checked first, and 8080 may be taken on the machine running the tests
+        [CLI, "serve", "--repo", str(tmp_path), "--port", "0"],
+        env=_clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 2
     assert "is not a git repository" in result.stderr
