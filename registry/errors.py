@@ -22,11 +22,14 @@ classes.
     ├── StoreError            store-unavailable     503  (the repository cannot be read)
     ├── RegistryUnavailable   registry-unavailable  503  (client: no answer, nothing cached or bundled)
     ├── InvalidBundle         invalid-bundle        422  (a bundle file that fails its integrity check)
+    ├── ModelError            model-error           502  (the executor's model endpoint failed, after retries)
     └── ConfigurationError    configuration-error   500  (a setting or argument the registry cannot use;
                                                          also ValueError)
 
-The last three are never answered over HTTP: the client raises the first two,
-the server's startup and the command line the third. ``ERRORS_BY_SLUG``, the
+The last four are never answered over HTTP by the registry: the client
+raises ``RegistryUnavailable`` and ``InvalidBundle``, the executor
+``ModelError`` (a run turns it into the outcome ``failed``), the server's
+startup and the command line ``ConfigurationError``. ``ERRORS_BY_SLUG``, the
 slugs the client maps back to classes, leaves them out.
 
 ``InvalidDefinition``, ``InvalidInputs`` and ``RenderError`` are about one
@@ -236,6 +239,23 @@ class NotAPrompt(_AgentError):
     slug = "not-a-prompt"
     title = "Not a prompt"
     status = 422
+
+
+class ModelError(RegistryError):
+    """The model endpoint gave no usable reply: an error status (after the
+    retries 429 and 5xx get), a timeout, a connection failure, a body that
+    is not a chat completion, or a reply over the size cap. ``reason`` says
+    which, in a word the trace keeps (``status``, ``timeout``,
+    ``connection``, ``malformed``, ``too-large``, ``no-reply``)."""
+
+    slug = "model-error"
+    title = "Model error"
+    status = 502
+
+    def __init__(self, detail: str, *, reason: str, http_status: int | None = None) -> None:
+        super().__init__(detail, reason=reason, http_status=http_status)
+        self.reason = reason
+        self.http_status = http_status
 
 
 ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {

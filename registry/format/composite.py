@@ -46,6 +46,9 @@ of wide routes stay within any call budget while their graph (which a GET
 answers) grows with the product of their widths."""
 DEFAULT_TOOL_ROUNDS = 10
 """The model calls counted for a tool-using leaf that sets no ``max_iterations``."""
+RAG_TOOL_CALLS = 2
+"""The model calls of a ``rag`` leaf that lets the model decide to retrieve
+(``force_retrieval`` false): one that may ask for passages, one that answers."""
 _CALLS_CAP = 10**9
 """Worst cases are counted up to here, so that nested multiplications stay small numbers."""
 _SHOWN_AGENTS = 8
@@ -124,6 +127,13 @@ class Pattern:
                 branches = _int(raw.get("n"), 1) * sum_of("branch")
             total = branches + sum_of("aggregate")
         return min(total, _CALLS_CAP)
+
+
+def _rag_calls(definition: Mapping[str, Any]) -> int:
+    rag = definition.get("rag")
+    if definition.get("type") == "rag" and isinstance(rag, dict) and not rag.get("force_retrieval", False):
+        return RAG_TOOL_CALLS
+    return 1
 
 
 def _int(value: Any, default: int) -> int:
@@ -448,7 +458,7 @@ def leaf_facts(definition: Mapping[str, Any], variables: Iterable[str], digest: 
         required_inputs=required,
         parser_type=parser_type if isinstance(parser_type, str) else None,
         output_schema=schema if isinstance(schema, dict) else None,
-        own_calls=_int(definition.get("max_iterations"), DEFAULT_TOOL_ROUNDS) if tool_using else 1,
+        own_calls=_int(definition.get("max_iterations"), DEFAULT_TOOL_ROUNDS) if tool_using else _rag_calls(definition),
         digest=digest,
     )
 

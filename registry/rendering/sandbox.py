@@ -50,6 +50,7 @@ from types import CodeType, GeneratorType
 from typing import Any, Literal, overload
 
 from jinja2 import StrictUndefined, TemplateNotFound, meta, nodes, pass_context
+from jinja2.environment import TemplateExpression
 from jinja2.exceptions import (
     SecurityError,
     TemplateAssertionError,
@@ -1021,22 +1022,27 @@ def render_messages(
 
 
 def _render_one(role: str, compiled: CompiledTemplate, variables: Mapping[str, Any]) -> str:
+    # try/except rather than a context manager: this is every render's hot path.
     try:
         return compiled.template.render(variables)
-    except UndefinedError as exc:
-        raise _render_error(role, f"{exc.message}") from exc
-    except SecurityError as exc:
-        raise _render_error(role, f"unsafe operation refused: {exc}") from exc
-    except TemplateNotFound as exc:
-        raise _render_error(role, f"{exc.message}") from exc
-    except TemplateError as exc:
-        raise _render_error(role, f"{exc.message or type(exc).__name__}") from exc
-    except RecursionError as exc:
-        raise _render_error(role, "recursion too deep") from exc
-    except MemoryError as exc:
-        raise _render_error(role, "out of memory while rendering") from exc
     except Exception as exc:
-        raise _render_error(role, f"{type(exc).__name__}: {exc}") from exc
+        raise _translated(role, exc) from exc
+
+
+def _translated(role: str, exc: Exception) -> RenderError:
+    """Jinja's or Python's error while rendering, as a ``RenderError``
+    naming ``role``: nothing foreign escapes."""
+    if isinstance(exc, (UndefinedError, TemplateNotFound)):
+        return _render_error(role, f"{exc.message}")
+    if isinstance(exc, SecurityError):
+        return _render_error(role, f"unsafe operation refused: {exc}")
+    if isinstance(exc, TemplateError):
+        return _render_error(role, f"{exc.message or type(exc).__name__}")
+    if isinstance(exc, RecursionError):
+        return _render_error(role, "recursion too deep")
+    if isinstance(exc, MemoryError):
+        return _render_error(role, "out of memory while rendering")
+    return _render_error(role, f"{type(exc).__name__}: {exc}")
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -1045,3 +1051,58 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 def _render_error(role: str, message: str) -> RenderError:
     # Jinja's messages can hold an object's repr, with its memory address.
     return RenderError(f"{role} template: {_ADDRESS.sub('', message)}", role=role)
+
+
+class CompiledValue:
+    """A template string that gives a value: a composite's step input.
+
+    A source that is exactly one expression (``{{ inputs.issues }}``) gives
+    the expression's value itself, a list stays a list; anything else
+    renders to text. Either way it runs under the same guards and budget as
+    a message template.
+    """
+
+    def __init__(self, environment: TemplateEnvironment, source: str, *, name: str) -> None:
+        self.source = source
+        try:
+            tree = environment.parse(source, name=name)
+            body = tree.body
+            if (
+                len(body) == 1
+                and isinstance(body[0], nodes.Output)
+                and len(body[0].nodes) == 1
+                and not isinstance(body[0].nodes[0], nodes.TemplateData)
+            ):
+                assign = nodes.Assign(nodes.Name("result", "store"), body[0].nodes[0], lineno=1)
+                code = environment.compile(nodes.Template([assign], lineno=1), name=name, filename=name)
+                self._expression: TemplateExpression | None = TemplateExpression(
+                    template_from_code(environment, code), undefined_to_none=False
+                )
+                self._text: CompiledTemplate | None = None
+            else:
+                self._expression = None
+                self._text = CompiledTemplate(environment, source, name=name)
+        except TemplateSyntaxError as exc:
+            raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
+        except TemplateError as exc:
+            raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
+        except (RecursionError, SyntaxError, MemoryError) as exc:
+            raise TemplateCompileError(_too_complex(exc)) from exc
+
+    def evaluate(self, variables: Mapping[str, Any], *, limits: RenderLimits, what: str) -> Any:
+        """The value, or the text; a ``RenderError`` naming ``what`` when it fails."""
+        token = _budget.set(_Budget(limits))
+        try:
+            if self._text is not None:
+                return _render_one(what, self._text, variables)
+            expression = self._expression
+            assert expression is not None
+            try:
+                value = expression(**variables)
+            except Exception as exc:
+                raise _translated(what, exc) from exc
+            if isinstance(value, Undefined):
+                raise _render_error(what, "the expression gives an undefined value")
+            return value
+        finally:
+            _budget.reset(token)
