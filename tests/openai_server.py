@@ -94,6 +94,9 @@ def make_handler(script: Script, log: Path) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: without this, Nagle's
+        # algorithm holds the body until the client's delayed ACK (40 ms).
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # the request log below is the record

@@ -188,5 +188,33 @@ def test_the_serving_process_imports_only_what_the_package_declares() -> None:
         for module in set(result.stdout.split()) - set(bare.stdout.split())
         for distribution in owners.get(module, [])
     }
-    undeclared = imported - _declared_closure() - {"prompt-registry"}
+    undeclared = imported - _declared_closure() - {"prompt-registry"} - OPTIONAL_IMPORTS
     assert undeclared == set(), f"imported but not installed by `pip install .`: {sorted(undeclared)}"
+
+
+# Imported by our dependencies only when installed (an ImportError is
+# handled), and installed here by the test extras: never needed to serve.
+OPTIONAL_IMPORTS = {
+    "opentelemetry-sdk",  # redis's observability uses the SDK when it finds one (tests/test_otel.py needs it)
+    "opentelemetry-semantic-conventions",  # the SDK's resource attributes
+    "psutil",  # the SDK's process resource detector; tests/test_server.py needs it
+    "pygments",  # httpx's command line (httpx._main), imported when its extras are present
+}
+
+
+def test_the_readme_run_command_works_as_written_and_prints_what_it_shows() -> None:
+    text = README.read_text(encoding="utf-8")
+    command = re.search(r"```sh\n(\.venv/bin/prompt-registry run .*?)```", text, re.DOTALL)
+    shown = re.search(r"```text\n(run support/gated_answer .*?)```", text, re.DOTALL)
+    assert command and shown
+    words = shlex.split(command.group(1).replace("\\\n", " "))
+    cli = str(Path(sys.executable).parent / "prompt-registry")
+    result = subprocess.run(
+        [cli, *words[1:]], cwd=REPOSITORY, env=clean_environment(), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+    def steady(output: str) -> list[str]:
+        return [re.sub(r"\(\d+ ms\)|\d+\.\d+ s", "", line) for line in output.strip().splitlines()]
+
+    assert steady(result.stdout) == steady(shown.group(1))

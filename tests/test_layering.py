@@ -12,6 +12,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "registry"
 
 SHARED = ("registry.errors", "registry.models", "registry.settings")
@@ -29,7 +31,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry.format": ("registry.errors", "registry.models", "registry.rendering", "registry.agents"),
     "registry.store": ("registry.errors", "registry.models", "registry.settings", "registry.format"),
     "registry.serving": (*SHARED, *BELOW_SERVING),
-    "registry.authoring": (*SHARED, *BELOW_SERVING, "registry.serving.service"),
+    "registry.authoring": (
+        *SHARED,
+        *BELOW_SERVING,
+        "registry.serving.service",
+        # `prompt-registry test` runs examples with scripted replies through the executor.
+        "registry.executor",
+        "registry.client",
+    ),
     # The server's own renderer, parsers and bundle format, and release
     # ranges resolved as the server resolves them; nothing that reads git,
     # YAML trees or settings (test_client.py checks the same at run time).
@@ -41,6 +50,16 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.format.bundle",
         "registry.format.definition",
         "registry.store.releases",
+    ),
+    # The executor fetches what it runs through the client, and shares with
+    # it what a definition means; nothing of the server.
+    "registry.executor": (
+        "registry.errors",
+        "registry.models",
+        "registry.rendering",
+        "registry.agents",
+        "registry.format",
+        "registry.client",
     ),
     "registry.cli": ("registry",),
     # Entry points: `python -m registry`, and `registry.app:create_app` as
@@ -157,11 +176,12 @@ def test_every_exception_is_still_needed() -> None:
     assert not gone, f"no longer imported, so remove from EXCEPTIONS in {Path(__file__).name}: {gone}"
 
 
-def test_the_client_imports_no_server_dependency_however_indirectly() -> None:
-    # Breadth first from the client's modules, remembering who imported
+@pytest.mark.parametrize("package", ["registry.client", "registry.executor"])
+def test_the_client_and_executor_import_no_server_dependency_however_indirectly(package: str) -> None:
+    # Breadth first from the package's modules, remembering who imported
     # whom, so that a failure shows the whole chain. Importing a module runs
     # the __init__ of every package above it, so those count as imported.
-    start = [name for name in MODULES if within(name, "registry.client")]
+    start = [name for name in MODULES if within(name, package)]
     importer: dict[str, str | None] = dict.fromkeys(start)
     pending = list(start)
     reached: list[str] = []
@@ -180,4 +200,4 @@ def test_the_client_imports_no_server_dependency_however_indirectly() -> None:
                 if module in MODULES and module not in importer:
                     importer[module] = name
                     pending.append(module)
-    assert not reached, "the client imports a server dependency:\n" + "\n".join(reached)
+    assert not reached, f"{package} imports a server dependency:\n" + "\n".join(reached)

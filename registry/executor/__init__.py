@@ -1,0 +1,63 @@
+"""The reference executor: runs any agent and any pattern of a pinned
+release against an OpenAI-compatible chat model.
+
+    from registry.client import RegistryClient
+    from registry.executor import Executor, OpenAIChatModel
+
+    with Executor(registry=RegistryClient("http://registry:8080", release="^1.2"),
+                  model=OpenAIChatModel(base_url="http://vllm:8000/v1", api_key=None)) as executor:
+        result = executor.run("support/gated_answer", {"question": "How do I get a refund?"})
+    print(result.outcome, result.output)
+
+Modules, one concern each: ``chat`` (the model interface), ``openai_chat``
+and ``scripted`` (its two implementations), ``tools`` (binding and calling
+tools), ``mcp_tools`` (tools from MCP servers), ``retrieval`` (retrievers
+and the embedded SQLite FTS5 index), ``runtime`` (what a run shares:
+context, budget, outcomes), ``leaves`` (the loop per agent type),
+``patterns`` (composites), ``trace`` and ``otel`` (what a run did),
+``executor`` (the public entry and ``RunResult``). See docs/executor.md.
+
+May import: ``registry.client`` (agents are fetched through it and nothing
+else), ``registry.agents``, ``registry.format`` (definitions, inputs
+schemas, composites), ``registry.rendering``, ``registry.errors`` and
+``registry.models``; never the server (``serving``, ``store``, ``authoring``)
+nor its dependencies: a gateway runs agents with the client's dependencies,
+``openai`` and, for MCP tools, ``mcp``.
+"""
+
+from registry.executor.chat import ChatModel, ChatReply, ChatRequest, ToolCallRequest, Usage
+from registry.executor.executor import Executor, RunResult
+from registry.executor.openai_chat import OpenAIChatModel
+from registry.executor.retrieval import Passage, Retriever, SqliteFtsRetriever, build_index
+from registry.executor.runtime import BLOCKED, COMPLETED, EXHAUSTED, FAILED, OUTCOMES
+from registry.executor.scripted import ScriptedModel
+from registry.executor.tools import PythonTools, ToolBox, ToolProvider, ToolResult, UnboundTools
+from registry.executor.trace import Span, Trace
+
+__all__ = [
+    "BLOCKED",
+    "COMPLETED",
+    "EXHAUSTED",
+    "FAILED",
+    "OUTCOMES",
+    "ChatModel",
+    "ChatReply",
+    "ChatRequest",
+    "Executor",
+    "OpenAIChatModel",
+    "Passage",
+    "PythonTools",
+    "Retriever",
+    "RunResult",
+    "ScriptedModel",
+    "Span",
+    "SqliteFtsRetriever",
+    "ToolBox",
+    "ToolCallRequest",
+    "ToolProvider",
+    "ToolResult",
+    "Trace",
+    "Usage",
+    "UnboundTools",
+    "build_index",
+]

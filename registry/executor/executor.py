@@ -1,0 +1,323 @@
+"""``Executor``: the public entry of the runtime, and what a run returns.
+
+    executor = Executor(registry=RegistryClient(url, release="^1.2"), model=OpenAIChatModel(...))
+    result = executor.run("support/gated_answer", {"question": "..."})
+    result.outcome, result.output, result.release.release.tag, result.trace.as_text()
+
+The release is resolved once, when the run fetches its agent: a composite's
+answer carries every agent it can reach at that release, so a tag pushed
+mid-run changes nothing. Before the first model call the run checks what
+the operator bound: every tool any reachable agent declares, every
+retriever, a model name for every leaf; what is missing fails the run at
+once, naming it. After that nothing escapes a run but its ``RunResult``.
+
+``arun`` is the same on the caller's event loop; ``run`` keeps a loop of
+its own on a background thread (tool providers such as MCP sessions live on
+the loop that started them), so one executor serves either style, not both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from registry.client import Agent
+from registry.errors import ConfigurationError, InvalidDefinition, InvalidRequest
+from registry.executor.chat import ChatModel, Usage
+from registry.executor.otel import emit
+from registry.executor.patterns import run_agent
+from registry.executor.retrieval import Retriever
+from registry.executor.runtime import (
+    COMPLETED,
+    FAILED,
+    Budget,
+    Failed,
+    ModelNames,
+    RunContext,
+    RunStopped,
+    Totals,
+    ValueCache,
+    reference,
+)
+from registry.executor.scripted import ScriptedModel
+from registry.executor.tools import DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_TOOL_TIMEOUT, ToolBox, ToolProvider
+from registry.executor.trace import Span, Trace
+from registry.models import Resolution
+
+_UNLIMITED_CALLS = 10**9
+log = logging.getLogger("registry.executor")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended, what it answered, and what it did."""
+
+    outcome: str
+    """``completed``, ``blocked`` (a gate said no), ``exhausted`` (an
+    iteration, model-call or time limit) or ``failed`` (a model, tool, input
+    or definition error)."""
+    output: str | None
+    """The answer: the final text; for ``blocked``, the gate's ``on_block`` text."""
+    data: Any
+    """The parsed answer, when the agent's parser gives one (``json``)."""
+    error: str | None
+    """Why the run did not complete, in one line."""
+    agent: str
+    release: Resolution
+    digest: str
+    llm_calls: int
+    usage: Usage
+    seconds: float
+    trace: Trace
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome == COMPLETED
+
+    def as_dict(self) -> dict[str, Any]:
+        release = self.release.release
+        return {
+            "outcome": self.outcome,
+            "output": self.output,
+            "data": self.data,
+            "error": self.error,
+            "agent": self.agent,
+            "release": {"tag": release.tag, "commit": release.commit, "requested": self.release.requested},
+            "digest": self.digest,
+            "llm_calls": self.llm_calls,
+            "usage": self.usage.as_dict(),
+            "seconds": round(self.seconds, 6),
+            "trace": self.trace.as_dict(),
+        }
+
+
+class Executor:
+    """Runs agents fetched through ``registry.client`` against ``model``,
+    with the tools and retrievers the operator binds."""
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel,
+        registry: Any = None,
+        tools: Sequence[ToolProvider] = (),
+        retrievers: Mapping[str, Retriever] | None = None,
+        model_name: str | None = None,
+        model_map: Mapping[str, str] | None = None,
+        tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        max_tool_output: int = DEFAULT_MAX_TOOL_OUTPUT,
+        run_timeout: float | None = None,
+        tracer_provider: Any = None,
+    ) -> None:
+        """``registry``: a ``RegistryClient`` or ``AsyncRegistryClient`` that
+        fetches agents named as ``usecase/name`` (not needed when every run
+        is given an ``Agent``). ``model_name`` overrides every definition's
+        model; ``model_map`` maps a definition's model name to another.
+        ``run_timeout``: seconds any one run may take, on top of composites' own limits.
+        ``tracer_provider``: where OpenTelemetry spans go (default: the global one)."""
+        self.model = model
+        self.registry = registry
+        self.toolbox = ToolBox(tools, timeout=tool_timeout, max_output=max_tool_output)
+        self.retrievers = dict(retrievers or {})
+        fallback = "scripted" if isinstance(model, ScriptedModel) else None
+        self.names = ModelNames(model_name, dict(model_map or {}), fallback)
+        self.run_timeout = run_timeout
+        self.tracer_provider = tracer_provider
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._started_on: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    # --- async ---------------------------------------------------------------------------
+
+    async def arun(
+        self,
+        agent: str | Agent,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        release: str | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> RunResult:
+        """Run ``agent`` (``usecase/name`` or a fetched ``Agent``) once.
+
+        Fetching it may raise the client's errors (``AgentNotFound``,
+        ``ReleaseNotFound``, ``RegistryUnavailable``...); binding the
+        executor's tools may raise ``ConfigurationError``. Once the agent
+        is in hand, every end is a ``RunResult``.
+        """
+        fetched = agent if isinstance(agent, Agent) else await self._fetch(agent, release)
+        await self._start()
+        return await self._run(fetched, dict(inputs or {}), history)
+
+    async def aclose(self) -> None:
+        """Close tool providers and the model."""
+        await self.toolbox.aclose()
+        await self.model.aclose()
+
+    async def __aenter__(self) -> Executor:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _fetch(self, name: str, release: str | None) -> Agent:
+        usecase, slash, agent_name = name.partition("/")
+        if not slash or not usecase or not agent_name or "/" in agent_name:
+            raise InvalidRequest(f"agent {name!r} is not usecase/name")
+        if self.registry is None:
+            raise ConfigurationError("this executor has no registry client to fetch agents with")
+        get = self.registry.get
+        if inspect.iscoroutinefunction(get):
+            fetched: Agent = await get(usecase, agent_name, release=release)
+        else:
+            fetched = await asyncio.to_thread(get, usecase, agent_name, release=release)
+        return fetched
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._started_on is None:
+            self._started_on = loop
+            await self.toolbox.start()
+        elif self._started_on is not loop:
+            raise ConfigurationError("an Executor serves one event loop: use run() or arun(), not both")
+
+    async def _run(self, agent: Agent, inputs: dict[str, Any], history: Sequence[Mapping[str, Any]]) -> RunResult:
+        started = time.monotonic()
+        name = reference(agent)
+        root = Span(
+            f"run {name}",
+            "run",
+            {
+                "registry.agent": name,
+                "registry.release.tag": agent.tag,
+                "registry.release.commit": agent.commit,
+                "registry.release.requested": agent.release.requested,
+                "registry.agent.digest": agent.digest,
+                "registry.model": self.model.description,
+            },
+        )
+        totals = Totals()
+        ctx = RunContext(
+            model=self.model,
+            tools=self.toolbox,
+            retrievers=self.retrievers,
+            names=self.names,
+            agents={**agent.agents, name: agent},
+            release=agent.release,
+            budget=Budget(_UNLIMITED_CALLS, name),
+            totals=totals,
+            values=ValueCache(),
+        )
+        if self.run_timeout is not None:
+            ctx = ctx.narrowed(budget=ctx.budget, timeout=self.run_timeout)
+        outcome, output, data, error = COMPLETED, None, None, None
+        try:
+            self._check_bindings(ctx)
+            result = await run_agent(agent, inputs, ctx, root, history=history)
+            output, data = result.text, result.data
+            if result.parse_error is not None and agent.definition.get("output_parser", {}).get("type") == "json":
+                raise Failed(f"the reply of {name} does not parse: {result.parse_error}")
+        except RunStopped as stop:
+            outcome, output, error = stop.outcome, stop.output, stop.message
+            root.fail(stop.message)
+        except Exception as exc:  # a bug of ours still ends the run with an outcome, and is logged
+            log.exception("the run of %s failed on an internal error", name)
+            outcome, error = FAILED, f"internal error of the executor ({type(exc).__name__}: {exc}); please report it"
+            root.fail(error)
+        finally:
+            root.end()
+        root.set(**{"registry.outcome": outcome, "registry.llm_calls": totals.llm_calls})
+        trace = Trace(root)
+        emit(trace, self.tracer_provider)
+        return RunResult(
+            outcome=outcome,
+            output=output,
+            data=data,
+            error=error,
+            agent=name,
+            release=agent.release,
+            digest=agent.digest,
+            llm_calls=totals.llm_calls,
+            usage=totals.usage(),
+            seconds=time.monotonic() - started,
+            trace=trace,
+        )
+
+    def _check_bindings(self, ctx: RunContext) -> None:
+        declared: dict[str, list[str]] = {}
+        for name, member in ctx.agents.items():
+            try:
+                member.compiled  # noqa: B018 - compiling checks the definition once, before any call
+            except InvalidDefinition as exc:
+                raise Failed(f"{name} is invalid: {exc.detail}") from exc
+            if member.is_composite:
+                continue
+            for tool in member.definition.get("tools") or []:
+                if member.definition.get("type") in ("tool_calling", "react"):
+                    declared.setdefault(str(tool["name"]), []).append(name)
+            rag = member.definition.get("rag")
+            if (
+                member.definition.get("type") == "rag"
+                and isinstance(rag, dict)
+                and rag.get("retriever") not in ctx.retrievers
+            ):
+                bound = ", ".join(sorted(ctx.retrievers)) or "none"
+                raise Failed(
+                    f"{name} retrieves from {rag.get('retriever')!r}, which no --retriever binds (bound: {bound})"
+                )
+            model = member.definition.get("model") or {}
+            ctx.names.resolve(model.get("name"), name)
+        try:
+            ctx.tools.check_bound(declared)
+        except ConfigurationError as exc:
+            raise Failed(exc.detail) from exc
+
+    # --- sync ----------------------------------------------------------------------------
+
+    def run(
+        self,
+        agent: str | Agent,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        release: str | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> RunResult:
+        """``arun`` from synchronous code, on the executor's own loop."""
+        future = asyncio.run_coroutine_threadsafe(
+            self.arun(agent, inputs, release=release, history=history), self._own_loop()
+        )
+        return future.result()
+
+    def close(self) -> None:
+        """Close what ``run`` opened: providers, the model, the loop's thread."""
+        loop = self._loop
+        if loop is None:
+            asyncio.run(self.aclose())
+            return
+        asyncio.run_coroutine_threadsafe(self.aclose(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join()
+        loop.close()
+        self._loop = None
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=loop.run_forever, name="registry-executor", daemon=True)
+                self._thread.start()
+                self._loop = loop
+            return self._loop

@@ -1,0 +1,402 @@
+"""The loops of a leaf agent, one per ``type``, driven by its definition.
+
+- ``vanilla``: render, one model call (prior turns of a conversation go
+  between the rendered system messages and the rest).
+- ``tool_calling``: the declared tools go to the model in the Chat
+  Completions function format; while it asks for tools, each is run and its
+  result appended as a ``tool`` message; ``max_iterations`` (default 10)
+  bounds the model calls.
+- ``react``: each reply is read by the agent's ``output_parser``: a tool call
+  runs the tool and the observation goes back as a user message
+  (``Observation: ...`` for ``react_text``, ``{"observation": ...}`` for
+  ``react_json``); a parse error sends its observation so the model can
+  correct itself; a final answer ends the loop.
+- ``rag``: with ``force_retrieval``, ``top_k`` passages are retrieved for the
+  query input before the first call and passed as the input ``passages``
+  (a list of ``{title, text}``); otherwise the model is offered a ``retrieve``
+  tool for one round, then answers.
+
+The reply of a leaf with a ``json`` parser is parsed; one that does not parse
+fails the run only where its value is needed (a gate, a classifier...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from registry.agents.parsers import FinalAnswer, ParseError, ToolCall
+from registry.client import Agent
+from registry.errors import InvalidInputs, ModelError, RenderError
+from registry.executor.chat import ChatReply, ChatRequest
+from registry.executor.runtime import AgentOutput, Exhausted, Failed, RunContext, reference
+from registry.executor.tools import ToolResult
+from registry.executor.trace import Span
+from registry.format.composite import DEFAULT_TOOL_ROUNDS
+from registry.models import shorten
+
+DEFAULT_TOP_K = 4
+RETRIEVE_TOOL = "retrieve"
+_PASSAGES = "passages"
+_SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "stop")
+
+
+async def run_leaf(
+    agent: Agent, inputs: Mapping[str, Any], ctx: RunContext, parent: Span, *, history: Sequence[Mapping[str, Any]] = ()
+) -> AgentOutput:
+    """Run one leaf agent to its output; ``RunStopped`` when it cannot finish."""
+    kind = str(agent.definition.get("type", "vanilla"))
+    name = reference(agent)
+    with parent.open(
+        f"invoke_agent {name}",
+        "invoke_agent",
+        **{
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "registry.agent.type": kind,
+            "registry.agent.digest": agent.digest,
+            "registry.release.tag": agent.tag,
+            "registry.release.commit": agent.commit,
+        },
+    ) as span:
+        loop = _Loop(agent, ctx, span)
+        values = dict(inputs)
+        if kind == "rag":
+            values = await loop.with_passages(values)
+        messages = loop.render(values, history)
+        if kind == "tool_calling":
+            output = await loop.tool_calling(messages)
+        elif kind == "react":
+            output = await loop.react(messages)
+        elif kind == "rag" and not _forced(agent):
+            output = await loop.rag_with_tool(messages)
+        else:
+            output = loop.finish(await loop.chat(messages))
+        span.set(**{"registry.output": output.text})
+        return output
+
+
+def _forced(agent: Agent) -> bool:
+    rag = agent.definition.get("rag") or {}
+    return bool(rag.get("force_retrieval", False))
+
+
+class _Loop:
+    """One leaf's run: its messages so far and the calls it makes."""
+
+    def __init__(self, agent: Agent, ctx: RunContext, span: Span) -> None:
+        self.agent = agent
+        self.ctx = ctx
+        self.span = span
+        self.name = reference(agent)
+        self.sent = 0
+        """How many messages earlier model calls have carried: each call's span keeps only the new ones."""
+
+    # --- rendering -----------------------------------------------------------------------
+
+    def render(self, inputs: dict[str, Any], history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        try:
+            prompt = self.agent.render(inputs)
+        except (InvalidInputs, RenderError) as exc:
+            raise Failed(f"cannot render {self.name}: {exc.detail}") from exc
+        messages: list[dict[str, Any]] = [message.as_dict() for message in prompt.messages]
+        if history:
+            leading = 0
+            while leading < len(messages) and messages[leading]["role"] == "system":
+                leading += 1
+            messages[leading:leading] = [dict(turn) for turn in history]
+        self.span.set(**{"registry.rendered_messages": len(prompt.messages)})
+        return messages
+
+    # --- the model -----------------------------------------------------------------------
+
+    async def chat(self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] = ()) -> ChatReply:
+        ctx = self.ctx
+        ctx.check_time()
+        ctx.budget.spend()
+        definition = self.agent.definition
+        model = definition.get("model") or {}
+        request = ChatRequest(
+            model=ctx.names.resolve(model.get("name"), self.name),
+            messages=tuple(dict(m) for m in messages),
+            tools=tuple(tools),
+            params=self._params(),
+            timeout=self._timeout(),
+            agent=self.name,
+        )
+        new = messages[self.sent :]
+        self.sent = len(messages)
+        with self.span.open(
+            f"chat {request.model}",
+            "chat",
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": request.model,
+                "registry.input_messages": [dict(m) for m in new],
+                "registry.input_message_count": len(messages),
+                "registry.tools_offered": [t["function"]["name"] for t in tools],
+                **{f"gen_ai.request.{k}": v for k, v in request.params.items()},
+            },
+        ) as span:
+            try:
+                reply = await ctx.model.complete(request)
+            except ModelError as exc:
+                span.set(**{"registry.error.reason": exc.reason})
+                left = ctx.remaining()
+                if exc.reason == "timeout" and left is not None and left <= 0.05:
+                    # The call was cut short by the run's own deadline.
+                    raise Exhausted("the run reached its time limit while waiting for the model") from exc
+                raise Failed(f"the model call for {self.name} failed: {exc.detail}") from exc
+            ctx.totals.add(reply.usage)
+            attributes: dict[str, Any] = {"registry.reply": reply.as_dict()}
+            if reply.model is not None:
+                attributes["gen_ai.response.model"] = reply.model
+            if reply.finish_reason is not None:
+                attributes["gen_ai.response.finish_reasons"] = [reply.finish_reason]
+            if reply.response_id is not None:
+                attributes["gen_ai.response.id"] = reply.response_id
+            if reply.usage is not None:
+                attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
+                attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
+            span.set(**attributes)
+        return reply
+
+    def _params(self) -> dict[str, Any]:
+        definition = self.agent.definition
+        model_params = (definition.get("model") or {}).get("params") or {}
+        params = {key: model_params[key] for key in _SAMPLING if key in model_params}
+        stop = (definition.get("params") or {}).get("stop")
+        if stop:
+            params["stop"] = stop
+        return params
+
+    def _timeout(self) -> float | None:
+        timeout = (self.agent.definition.get("params") or {}).get("timeout")
+        left = self.ctx.remaining()
+        if left is None:
+            return float(timeout) if timeout is not None else None
+        return min(float(timeout), left) if timeout is not None else left
+
+    def finish(self, reply: ChatReply) -> AgentOutput:
+        """The output of a reply that ends the loop, parsed when the agent says how."""
+        parser = self.agent.definition.get("output_parser") or {}
+        if parser.get("type") != "json":
+            return AgentOutput(reply.content)
+        parsed = self._parse(reply.content)
+        if isinstance(parsed, FinalAnswer):
+            return AgentOutput(reply.content, parsed.data)
+        observation = parsed.observation if isinstance(parsed, ParseError) else "not a final answer"
+        return AgentOutput(reply.content, None, parse_error=observation)
+
+    def _parse(self, text: str) -> FinalAnswer | ToolCall | ParseError:
+        parsed = self.agent.parse(text)
+        with self.span.open("parse", "parse", **{"registry.parse.kind": type(parsed).__name__}) as span:
+            span.set(**{"registry.parse.result": parsed.as_dict()})
+        return parsed
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def declared(self) -> dict[str, Mapping[str, Any]]:
+        return {str(tool["name"]): tool for tool in self.agent.definition.get("tools") or []}
+
+    async def run_tool(self, declaration: Mapping[str, Any], arguments: Any, *, call_id: str | None) -> ToolResult:
+        self.ctx.check_time()
+        name = str(declaration["name"])
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "registry.tool.arguments": arguments,
+        }
+        if call_id is not None:
+            attributes["gen_ai.tool.call.id"] = call_id
+        with self.span.open(f"execute_tool {name}", "execute_tool", **attributes) as span:
+            result = await self.ctx.tools.call(declaration, arguments)
+            span.set(
+                **{
+                    "registry.tool.status": result.status,
+                    "registry.tool.output": result.output,
+                    "registry.tool.truncated": result.truncated,
+                    "registry.tool.provider": result.provider,
+                }
+            )
+            if not result.ok:
+                span.fail(shorten(result.output, 300))
+        return result
+
+    async def tool_calling(self, messages: list[dict[str, Any]]) -> AgentOutput:
+        declared = self.declared()
+        tools = [_function_tool(tool) for tool in declared.values()]
+        limit = _max_iterations(self.agent)
+        for number in range(1, limit + 1):
+            reply = await self.chat(messages, tools)
+            if not reply.tool_calls:
+                return self.finish(reply)
+            if number == limit:
+                raise Exhausted(
+                    f"{self.name} still asked for tools after {limit} model calls (max_iterations {limit})",
+                    output=reply.content or None,
+                )
+            messages.append(_assistant_with_calls(reply))
+            for call in reply.tool_calls:
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": await self._native_call(declared, call)}
+                )
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    async def _native_call(self, declared: Mapping[str, Mapping[str, Any]], call: Any) -> str:
+        declaration = declared.get(call.name)
+        if declaration is None:
+            names = ", ".join(declared) or "none"
+            return f"Error: there is no tool named {shorten(call.name)!r}; the tools are: {names}."
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            return f"Error: the arguments of {call.name} are not valid JSON ({exc}); call it again with a JSON object."
+        return (await self.run_tool(declaration, arguments, call_id=call.id)).output
+
+    async def react(self, messages: list[dict[str, Any]]) -> AgentOutput:
+        declared = self.declared()
+        parser_type = (self.agent.definition.get("output_parser") or {}).get("type")
+        limit = _max_iterations(self.agent)
+        for number in range(1, limit + 1):
+            reply = await self.chat(messages)
+            parsed = self._parse(reply.content)
+            if isinstance(parsed, FinalAnswer):
+                return AgentOutput(parsed.text, parsed.data)
+            if isinstance(parsed, ToolCall) and parsed.name in declared:
+                observation = (await self.run_tool(declared[parsed.name], parsed.arguments, call_id=None)).output
+            elif isinstance(parsed, ToolCall):  # the parser knows the same tools: kept for safety
+                observation = f"Error: there is no tool named {shorten(parsed.name)!r}."
+            else:
+                observation = parsed.observation
+            if number == limit:
+                raise Exhausted(f"{self.name} gave no final answer in {limit} model calls (max_iterations {limit})")
+            messages.append({"role": "assistant", "content": reply.content})
+            messages.append({"role": "user", "content": _observation(parser_type, observation)})
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    # --- retrieval -----------------------------------------------------------------------
+
+    def _retriever(self) -> tuple[Any, int]:
+        rag = self.agent.definition.get("rag") or {}
+        name = str(rag.get("retriever"))
+        retriever = self.ctx.retrievers.get(name)
+        if retriever is None:
+            raise Failed(f"{self.name} retrieves from {name!r}, which no --retriever binds")
+        return retriever, int(rag.get("top_k", DEFAULT_TOP_K))
+
+    async def retrieve(self, query: str) -> list[dict[str, str]]:
+        retriever, top_k = self._retriever()
+        self.ctx.check_time()
+        with self.span.open(
+            "retrieve",
+            "retrieve",
+            **{"registry.retriever": retriever.description, "registry.query": query, "registry.top_k": top_k},
+        ) as span:
+            try:
+                passages = await asyncio.to_thread(retriever.search, query, top_k=top_k)
+            except Exception as exc:  # a store's failure is the run's, with its reason
+                raise Failed(f"retrieval for {self.name} failed: {type(exc).__name__}: {exc}") from exc
+            span.set(
+                **{
+                    "registry.decision": f"{len(passages)} passages",
+                    "registry.passages": [p.as_dict() for p in passages],
+                }
+            )
+        return [{"title": p.title, "text": p.text} for p in passages]
+
+    async def with_passages(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        self._retriever()  # an unbound retriever fails before anything else
+        if _forced(self.agent):
+            return {**inputs, _PASSAGES: await self.retrieve(_query(self.agent, inputs))}
+        if _PASSAGES in _declared_inputs(self.agent) and _PASSAGES not in inputs:
+            return {**inputs, _PASSAGES: []}
+        return inputs
+
+    async def rag_with_tool(self, messages: list[dict[str, Any]]) -> AgentOutput:
+        tool = {
+            "type": "function",
+            "function": {
+                "name": RETRIEVE_TOOL,
+                "description": "Search the documentation for passages relevant to a query.",
+                "parameters": {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}},
+            },
+        }
+        reply = await self.chat(messages, [tool])
+        if not reply.tool_calls:
+            return self.finish(reply)
+        messages.append(_assistant_with_calls(reply))
+        for call in reply.tool_calls:
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": await self._retrieve_call(call)})
+        return self.finish(await self.chat(messages))
+
+    async def _retrieve_call(self, call: Any) -> str:
+        if call.name != RETRIEVE_TOOL:
+            return f"Error: there is no tool named {shorten(call.name)!r}; the only tool is {RETRIEVE_TOOL}."
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = None
+        query = arguments.get("query") if isinstance(arguments, dict) else None
+        if not isinstance(query, str):
+            return 'Error: call retrieve with {"query": "<text to search for>"}.'
+        passages = await self.retrieve(query)
+        return json.dumps(passages, ensure_ascii=False)
+
+
+def _max_iterations(agent: Agent) -> int:
+    value = agent.definition.get("max_iterations")
+    return value if isinstance(value, int) and value > 0 else DEFAULT_TOOL_ROUNDS
+
+
+def _function_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": tool["name"], "description": tool["description"], "parameters": tool["parameters"]},
+    }
+
+
+def _assistant_with_calls(reply: ChatReply) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": reply.content or None,
+        "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in reply.tool_calls
+        ],
+    }
+
+
+def _observation(parser_type: Any, text: str) -> str:
+    if parser_type == "react_json":
+        return json.dumps({"observation": text}, ensure_ascii=False)
+    return f"Observation: {text}"
+
+
+def _declared_inputs(agent: Agent) -> dict[str, Any]:
+    inputs = agent.definition.get("inputs") or {}
+    properties = inputs.get("properties") if isinstance(inputs, dict) else None
+    return properties if isinstance(properties, dict) else {}
+
+
+def _query(agent: Agent, inputs: Mapping[str, Any]) -> str:
+    """The retrieval query: the input named ``query`` or ``question``, else
+    the one required string input (``passages`` aside)."""
+    for name in ("query", "question"):
+        if isinstance(inputs.get(name), str):
+            return str(inputs[name])
+    declared = _declared_inputs(agent)
+    required = (agent.definition.get("inputs") or {}).get("required") or []
+    strings = [
+        name
+        for name in required
+        if name != _PASSAGES and isinstance(declared.get(name), dict) and declared[name].get("type") == "string"
+    ]
+    if len(strings) == 1 and isinstance(inputs.get(strings[0]), str):
+        return str(inputs[strings[0]])
+    raise Failed(
+        f"{reference(agent)}: cannot tell which input is the retrieval query; name it 'query' or 'question',"
+        " or declare exactly one required string input"
+    )

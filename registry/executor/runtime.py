@@ -1,0 +1,218 @@
+"""What every part of a run shares: its context, budget, outcomes and the
+output of one agent.
+
+A run ends in one of four outcomes. Inside the runtime the three that stop
+it early are exceptions (``Blocked``, ``Exhausted``, ``Failed``, all
+``RunStopped``), raised where the reason is known and turned into the run's
+result at the top (``registry.executor.executor``); nothing else escapes a run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from registry.client import Agent
+from registry.errors import RenderError
+from registry.executor.chat import ChatModel, Usage
+from registry.executor.tools import ToolBox
+from registry.models import Resolution
+from registry.rendering.sandbox import CompiledValue, RenderLimits, TemplateCompileError, TemplateEnvironment
+
+if TYPE_CHECKING:
+    from registry.executor.retrieval import Retriever
+
+COMPLETED = "completed"
+BLOCKED = "blocked"
+EXHAUSTED = "exhausted"
+FAILED = "failed"
+OUTCOMES = (COMPLETED, BLOCKED, EXHAUSTED, FAILED)
+
+RENDER_LIMITS = RenderLimits()
+"""Step inputs render under the registry's own limits, as prompts do."""
+
+
+class RunStopped(Exception):
+    """The run ends here with ``outcome``; ``output`` is what it answers, if anything."""
+
+    outcome = FAILED
+
+    def __init__(self, message: str, *, output: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.output = output
+
+
+class Blocked(RunStopped):
+    """A response gate said no; ``output`` is its ``on_block`` text."""
+
+    outcome = BLOCKED
+
+
+class Exhausted(RunStopped):
+    """An iteration limit, the model-call budget, or the time limit ran out."""
+
+    outcome = EXHAUSTED
+
+
+class Failed(RunStopped):
+    """A model, tool, input or definition error."""
+
+    outcome = FAILED
+
+
+@dataclass
+class Budget:
+    """The model calls a run (or a nested composite) may still make."""
+
+    limit: int
+    owner: str
+    parent: Budget | None = None
+    used: int = 0
+
+    def spend(self) -> None:
+        """Count one model call against this budget and every one above it."""
+        budget: Budget | None = self
+        while budget is not None:
+            if budget.used >= budget.limit:
+                raise Exhausted(
+                    f"{budget.owner} reached its limit of {budget.limit} model calls (limits.max_llm_calls)"
+                )
+            budget = budget.parent
+        budget = self
+        while budget is not None:
+            budget.used += 1
+            budget = budget.parent
+
+
+@dataclass
+class Totals:
+    """Counted over the whole run, nested agents included."""
+
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reported: bool = False
+
+    def add(self, usage: Usage | None) -> None:
+        self.llm_calls += 1
+        if usage is not None:
+            if usage.input_tokens is not None:
+                self.input_tokens += usage.input_tokens
+                self.reported = True
+            if usage.output_tokens is not None:
+                self.output_tokens += usage.output_tokens
+                self.reported = True
+
+    def usage(self) -> Usage:
+        if not self.reported:
+            return Usage()
+        return Usage(self.input_tokens, self.output_tokens)
+
+
+@dataclass(frozen=True)
+class ModelNames:
+    """Which model name a request carries: the definition's ``model.name``,
+    unless the operator maps it (``mapping``) or overrides every one."""
+
+    override: str | None = None
+    mapping: Mapping[str, str] = field(default_factory=dict)
+    fallback: str | None = None
+    """For a definition that names no model: the scripted model needs none."""
+
+    def resolve(self, name: str | None, agent: str) -> str:
+        if self.override:
+            return self.override
+        if name is None:
+            if self.fallback is not None:
+                return self.fallback
+            raise Failed(f"{agent} names no model (model.name): give one with --model-name")
+        return self.mapping.get(name, name)
+
+
+@dataclass(frozen=True)
+class AgentOutput:
+    """What one agent gave: its reply text and, with a ``json`` parser (or a
+    ReAct answer that is JSON), the parsed value."""
+
+    text: str
+    data: Any = None
+    parse_error: str | None = None
+    """Why the reply did not parse, for an agent whose parser can refuse it."""
+
+    def require_data(self, agent: str, purpose: str) -> Any:
+        if self.parse_error is not None:
+            raise Failed(f"{purpose}: the reply of {agent} does not parse: {self.parse_error}")
+        return self.data
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything a node of the run needs, passed down; ``budget`` and
+    ``deadline`` narrow as nested composites add limits of their own."""
+
+    model: ChatModel
+    tools: ToolBox
+    retrievers: Mapping[str, Retriever]
+    names: ModelNames
+    agents: Mapping[str, Agent]
+    """Every agent the run may reach, by ``usecase/name``, at the run's release."""
+    release: Resolution
+    budget: Budget
+    totals: Totals
+    values: ValueCache
+    deadline: float | None = None
+    """``time.monotonic()`` when the run must end, if it has a limit."""
+
+    def remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return self.deadline - time.monotonic()
+
+    def check_time(self) -> None:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise Exhausted("the run reached its time limit (limits.timeout)")
+
+    def narrowed(self, *, budget: Budget, timeout: float | None) -> RunContext:
+        deadline = self.deadline
+        if timeout is not None:
+            ends = time.monotonic() + timeout
+            deadline = ends if deadline is None else min(deadline, ends)
+        return replace(self, budget=budget, deadline=deadline)
+
+    def agent(self, reference: str) -> Agent:
+        found = self.agents.get(reference)
+        if found is None:
+            raise Failed(f"{reference} is not among the agents of the release this run is pinned to")
+        return found
+
+
+class ValueCache:
+    """Step input templates, compiled once per run (a map pattern renders the
+    same ones for every chunk)."""
+
+    def __init__(self) -> None:
+        self._environment: TemplateEnvironment | None = None
+        self._compiled: dict[str, CompiledValue] = {}
+
+    def evaluate(self, source: str, variables: Mapping[str, Any], *, what: str) -> Any:
+        compiled = self._compiled.get(source)
+        if compiled is None:
+            if self._environment is None:  # a leaf's run renders no step inputs: none needed
+                self._environment = TemplateEnvironment(lambda name: None)
+            try:
+                compiled = CompiledValue(self._environment, source, name=what)
+            except TemplateCompileError as exc:
+                raise Failed(f"{what}: {exc.problem.message}") from exc
+            self._compiled[source] = compiled
+        try:
+            return compiled.evaluate(variables, limits=RENDER_LIMITS, what=what)
+        except RenderError as exc:
+            raise Failed(exc.detail) from exc
+
+
+def reference(agent: Agent) -> str:
+    return f"{agent.usecase}/{agent.name}"

@@ -1,0 +1,76 @@
+"""Shared by the executor's tests: a registry client over a real git
+repository (served in process through the client's WSGI transport), and
+small definitions of every agent type and pattern."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from registry.client import RegistryClient
+from registry.executor import Executor, ScriptedModel
+from registry.executor.chat import ChatModel
+from registry.executor.tools import ToolProvider
+from registry.serving.app import create_app
+from registry.settings import Settings
+
+
+@contextmanager
+def registry_client(repo: Path, **options: Any) -> Iterator[RegistryClient]:
+    """A client of a registry serving ``repo``, in process."""
+    app = create_app(Settings(repo=str(repo)))
+    client = RegistryClient("http://registry.test", transport=httpx.WSGITransport(app=app), timeout=30, **options)
+    try:
+        yield client
+    finally:
+        client.close()
+        app.extensions["prompt_registry.service"].close()
+
+
+@contextmanager
+def executor_for(
+    repo: Path, model: ChatModel | list[Any], *, tools: list[ToolProvider] | None = None, **options: Any
+) -> Iterator[Executor]:
+    """An executor over ``repo``, with ``model`` (or scripted replies)."""
+    chat = ScriptedModel.from_replies(model, source="the test") if isinstance(model, list) else model
+    with (
+        registry_client(repo) as client,
+        Executor(model=chat, registry=client, tools=tools or [], **options) as executor,
+    ):
+        yield executor
+
+
+LEAF = """\
+name: {title}
+model: {{name: test-model, params: {{temperature: 0.2, max_tokens: 50}}}}
+prompt_templates:
+  system: You are {title}.
+  user: "{user}"
+inputs:
+  type: object
+  required: [{required}]
+  properties:
+{properties}
+"""
+
+
+def leaf(title: str, user: str, **inputs: str) -> str:
+    """A vanilla leaf whose user message is ``user`` over string ``inputs``."""
+    properties = "\n".join(f"    {name}: {{type: {kind}}}" for name, kind in inputs.items())
+    return LEAF.format(title=title, user=user, required=", ".join(inputs), properties=properties)
+
+
+def json_leaf(title: str, user: str, schema: str, **inputs: str) -> str:
+    """A leaf whose reply is parsed as JSON against ``schema`` (YAML flow)."""
+    return leaf(title, user, **inputs) + f"output_parser: {{type: json, output_schema: {schema}}}\n"
+
+
+GATE_SCHEMA = "{type: object, required: [allow], properties: {allow: {type: boolean}, reason: {type: string}}}"
+LABEL_SCHEMA = "{type: object, required: [label], properties: {label: {type: string, enum: [billing, tech, other]}}}"
+VERDICT_SCHEMA = (
+    "{type: object, required: [pass, feedback], properties: {pass: {type: boolean}, feedback: {type: string}}}"
+)
