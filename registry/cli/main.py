@@ -40,6 +40,7 @@ from registry.authoring import commands
 from registry.authoring.examples import GOLDEN_SUFFIX, report_text, run_examples
 from registry.authoring.lint import find_agents_root, lint
 from registry.authoring.lintformat import FORMATS, render_report
+from registry.cli.run import add_run_options, index_command, run_command
 from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
 from registry.format.bundle import Bundle
@@ -246,6 +247,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     render.add_argument("--inputs-file", metavar="FILE", help="a JSON or YAML file of inputs")
     render.add_argument("--format", choices=("text", "json"), default="text")
+
+    run = commands.add_parser(
+        "run",
+        help="run an agent or a pattern against a chat model",
+        description="Run USECASE/NAME of a release (default: the latest) to its outcome against an"
+        " OpenAI-compatible model or a scripted one, with the tools and retrievers you bind. The agent"
+        " comes from a registry (--registry URL) or a library on this machine (--repo, --example, or the"
+        " checkout holding the current directory). Exit 0 when the run completes, 1 when it is blocked,"
+        " exhausted or failed, 2 on bad usage.",
+    )
+    run.add_argument("agent", metavar="USECASE/NAME")
+    run.add_argument("--release", help="version, range or channel (default: the latest release)")
+    run.add_argument("--registry", metavar="URL", help="fetch from this registry [REGISTRY_URL]")
+    run.add_argument("--token", help="bearer token for --registry [REGISTRY_TOKEN]")
+    _add_source_options(run)
+    run.add_argument(
+        "--input", action="append", default=[], metavar="KEY=VALUE", help="an input; VALUE is JSON, or else a string"
+    )
+    run.add_argument("--inputs-file", metavar="FILE", help="a JSON or YAML file of inputs")
+    run.add_argument(
+        "--history", metavar="FILE", help="prior turns of the conversation: a JSON list of {role, content}"
+    )
+    add_run_options(run)
+    run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--trace-file", metavar="FILE", help="also write the run's trace there, as JSON")
+
+    index = commands.add_parser(
+        "index",
+        help="build a retrieval index of text and Markdown files",
+        description="Index DIR's Markdown and text files into a SQLite FTS5 file (BM25 ranking) that"
+        " `run --retriever NAME=FILE` binds to rag agents.",
+    )
+    index.add_argument("directory", metavar="DIR")
+    index.add_argument("-o", "--output", required=True, metavar="FILE")
+    index.add_argument("--chunk-chars", type=int, default=1500, metavar="N", help="the longest passage (1500)")
     return parser
 
 
@@ -597,6 +633,12 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         return _write_bundle(_download_bundle(args.url, args.release, args.token), args.output)
     if args.command == "lint":
         return _lint(args)
+    if args.command == "index":
+        return index_command(args)
+    if args.command == "run":
+        if args.registry is None and not any((args.repo, args.worktree, args.remote, args.example)):
+            args.registry = os.environ.get("REGISTRY_URL") or None
+        return run_command(args, stack, lambda: _settings(args, stack))
     if args.command == "test":
         library = _files_library(args)
         report = run_examples(library.path, root=library.root, update=args.update)
