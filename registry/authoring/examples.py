@@ -12,24 +12,30 @@ does not serve the file) fails the run: nothing may pass untested.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2
 
 from registry.authoring.colour import diff_lines, paint
 from registry.authoring.lint import find_agents_root, open_worktree_catalog
-from registry.errors import InvalidDefinition, RegistryError
-from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
+from registry.client import Agent
+from registry.errors import ConfigurationError, InvalidDefinition, RegistryError
+from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
-from registry.models import Issue, Prompt, location, plural
+from registry.models import Issue, Prompt, Release, Resolution, location, plural
 from registry.rendering.sandbox import RenderLimits
 
+if TYPE_CHECKING:
+    from registry.executor import Executor, RunResult
+
 GOLDEN_SUFFIX = ".examples"
+WORKTREE = "worktree"
 _NOT_SERVED = (
     "the registry does not serve this file (a definition is <usecase>/<name>.yml, each name 1 to 64"
     " characters of a-z, 0-9, '_' and '-'), so its examples were not run"
@@ -87,7 +93,7 @@ def run_examples(
                 report.results.append(ExampleResult(file, f"{usecase}/{name}", None, problems))
             continue
         golden_dir = base / agents_root / usecase / f"{name}{GOLDEN_SUFFIX}"
-        report.results.extend(_run_agent(loaded, file, f"{usecase}/{name}", golden_dir, update=update))
+        report.results.extend(_run_agent(catalog, loaded, file, f"{usecase}/{name}", golden_dir, update=update))
     for relative in sorted(catalog.tree.paths()):
         parts = relative.split("/")
         if (
@@ -108,7 +114,7 @@ def _located(issue: Issue, file: str) -> str:
 
 
 def _run_agent(
-    loaded: LoadedAgent, file: str, agent: str, golden_dir: Path, *, update: bool
+    catalog: ReleaseCatalog, loaded: LoadedAgent, file: str, agent: str, golden_dir: Path, *, update: bool
 ) -> Iterator[ExampleResult]:
     examples = loaded.definition.get("examples") or []
     seen: set[str] = set()
@@ -120,9 +126,15 @@ def _run_agent(
             yield result
             continue
         seen.add(label)
+        if "replies" in example:
+            # A scripted run, end to end, of a leaf or a composite.
+            result.problems.extend(check_run(runnable(catalog, loaded), example, f"{file} example {label!r}"))
+            if loaded.compiled.pattern is not None:
+                yield result
+                continue
         if loaded.compiled.pattern is not None:
-            # A composite runs other agents (with a model): here its example's
-            # inputs are checked against its own inputs schema.
+            # A composite runs other agents (with a model): without a script,
+            # its example's inputs are checked against its own inputs schema.
             try:
                 loaded.compiled.check_inputs(example["inputs"], limits=RenderLimits())
             except RegistryError as exc:
@@ -139,6 +151,93 @@ def _run_agent(
         if example.get("golden"):
             _check_golden(golden_dir / f"{label}.txt", prompt.as_text(), result, update=update)
         yield result
+
+
+def runnable(catalog: ReleaseCatalog, loaded: LoadedAgent) -> Agent:
+    """The agent as the executor takes it (the client's ``Agent``), with a
+    composite's every agent, loaded from the working tree."""
+    release = Release(tag=WORKTREE, version=None, commit=catalog.commit)
+    resolution = Resolution(requested=WORKTREE, release=release, channel=None, immutable=False)
+
+    def agent(item: LoadedAgent, members: dict[str, Agent]) -> Agent:
+        return Agent(
+            usecase=item.usecase,
+            name=item.name,
+            path=item.path,
+            release=resolution,
+            digest=item.digest,
+            definition=item.definition,
+            partials=item.partials,
+            source="local",
+            graph=item.graph,
+            agents=members,
+        )
+
+    members: dict[str, Agent] = {}
+    for node in (loaded.graph or {}).get("nodes", []):
+        reference = str(node["agent"])
+        usecase, name = reference.split("/")
+        member = catalog.load(usecase, name)
+        if isinstance(member, LoadedAgent) and reference != f"{loaded.usecase}/{loaded.name}":
+            members[reference] = agent(member, {})
+    return agent(loaded, members)
+
+
+def check_run(agent: Agent, example: dict[str, Any], source: str) -> list[str]:
+    """Run ``agent`` with the example's scripted replies, tool results and
+    passages, and say what its ``expect_run`` finds wrong."""
+    # Imported here: the executor brings the openai SDK, which every other
+    # command (and `serve`, whose CLI imports this module) can do without.
+    from registry.executor import Executor, Retriever, ScriptedModel
+    from registry.executor.scripted import ScriptedRetriever, ScriptedTools
+
+    try:
+        model = ScriptedModel.from_replies(example["replies"], source=source)
+    except ConfigurationError as exc:
+        return [f"its replies are not a script: {exc}"]
+    retrievers: dict[str, Retriever] = {}
+    passages = example.get("passages")
+    for member in [agent, *agent.agents.values()]:
+        rag = member.definition.get("rag")
+        if isinstance(rag, dict) and passages is not None:
+            retrievers[str(rag["retriever"])] = ScriptedRetriever(passages, source=source)
+    tools = ScriptedTools(example.get("tool_results") or {}, source=source)
+    executor = Executor(model=model, tools=[tools], retrievers=retrievers)
+    result = asyncio.run(_run_once(executor, agent, example["inputs"]))
+    expected = example.get("expect_run") or {}
+    problems = []
+    outcome = expected.get("outcome", "completed")
+    if result.outcome != outcome:
+        problems.append(f"the run ended {result.outcome}, not {outcome}: {result.error or result.output!r}")
+    output = result.output or ""
+    checks = expected.get("output") or {}
+    problems += [f"the output does not contain {text!r}" for text in checks.get("contains", []) if text not in output]
+    problems += [f"the output contains {text!r}" for text in checks.get("not_contains", []) if text in output]
+    for pattern in checks.get("matches", []):
+        matched = _search(pattern, output)
+        if matched is None:
+            problems.append(f"output: {pattern!r} is not a valid regular expression")
+        elif not matched:
+            problems.append(f"the output does not match {pattern!r}")
+    calls = expected.get("llm_calls")
+    if calls is not None and result.llm_calls != calls:
+        problems.append(f"the run made {plural(result.llm_calls, 'model call')}, not {calls}")
+    unused = model.unused()
+    if unused and not problems and outcome == "completed":
+        problems.append(f"the run never used the reply at {unused[0]}")
+    return problems
+
+
+async def _run_once(executor: Executor, agent: Agent, inputs: dict[str, Any]) -> RunResult:
+    async with executor:
+        return await executor.arun(agent, inputs)
+
+
+def _search(pattern: str, text: str) -> bool | None:
+    try:
+        return re2.search(pattern, text) is not None
+    except re2.error:
+        return None
 
 
 def _problems_of(error: RegistryError, what: str) -> list[str]:

@@ -18,9 +18,10 @@ from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 
 _LIMITS = RenderLimits()  # the server's defaults: client and server fail alike
 
-Source = Literal["server", "cache", "bundle"]
+Source = Literal["server", "cache", "bundle", "local"]
 """Where an answer came from: the registry just now, the client's cache
-(fresh, or stale while the registry is unreachable), or the bundle file."""
+(fresh, or stale while the registry is unreachable), the bundle file, or a
+library on this machine (``prompt-registry test`` runs examples on it)."""
 
 
 class _Compilation:
