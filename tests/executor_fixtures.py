@@ -74,3 +74,21 @@ LABEL_SCHEMA = "{type: object, required: [label], properties: {label: {type: str
 VERDICT_SCHEMA = (
     "{type: object, required: [pass, feedback], properties: {pass: {type: boolean}, feedback: {type: string}}}"
 )
+
+
+CLASSIFIER_LEAF = json_leaf("classifier", "Classify: {{ question }}", LABEL_SCHEMA, question="string")
+
+
+def vote_composite(agent: str, *, n: int, concurrency: int) -> str:
+    """A parallel vote of ``n`` runs of ``agent`` (a classifier), by majority of its label."""
+    return f"""\
+name: Vote
+inputs: {{type: object, required: [question], properties: {{question: {{type: string}}}}}}
+pattern:
+  kind: parallel
+  mode: vote
+  n: {n}
+  max_concurrency: {concurrency}
+  branch: {{agent: {agent}, inputs: {{question: "{{{{ inputs.question }}}}"}}}}
+  aggregate: {{strategy: majority, field: label}}
+"""

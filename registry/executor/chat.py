@@ -83,6 +83,21 @@ class ChatReply:
     finish_reason: str | None = None
     response_id: str | None = None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatReply:
+        """The reply ``as_dict`` gave (a journal keeps replies so)."""
+        usage = data.get("usage")
+        return cls(
+            content=str(data.get("content") or ""),
+            tool_calls=tuple(
+                ToolCallRequest(str(c["id"]), str(c["name"]), str(c["arguments"])) for c in data.get("tool_calls") or []
+            ),
+            usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(usage, dict) else None,
+            model=data.get("model"),
+            finish_reason=data.get("finish_reason"),
+            response_id=data.get("response_id"),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"content": self.content, "finish_reason": self.finish_reason}
         if self.tool_calls:

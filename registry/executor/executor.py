@@ -19,17 +19,19 @@ the loop that started them), so one executor serves either style, not both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from registry.client import Agent
 from registry.errors import ConfigurationError, InvalidDefinition, InvalidRequest
 from registry.executor.chat import ChatModel, Usage
+from registry.executor.journal import Journal, PendingAction, StepControl
 from registry.executor.otel import emit
 from registry.executor.patterns import run_agent
 from registry.executor.retrieval import Retriever
@@ -52,6 +54,29 @@ from registry.models import Resolution
 
 _UNLIMITED_CALLS = 10**9
 log = logging.getLogger("registry.executor")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a run: what it produced, and whether the run is over."""
+
+    is_last: bool
+    output: str | None
+    """The run's answer when it is over; else this step's last model reply."""
+    action: PendingAction | None
+    """A tool call that waits for a decision, when the step ended for one."""
+    replies: tuple[str, ...]
+    """The text of each model reply made live in this step."""
+    result: RunResult | None = None
+    """The run's result, when this step ended it."""
+    trace: Trace | None = None
+    """The run so far (replayed spans marked ``registry.replayed``), when it is not over."""
+
+    @property
+    def run_trace(self) -> Trace:
+        trace = self.result.trace if self.result is not None else self.trace
+        assert trace is not None
+        return trace
 
 
 @dataclass(frozen=True)
@@ -114,13 +139,17 @@ class Executor:
         max_tool_output: int = DEFAULT_MAX_TOOL_OUTPUT,
         run_timeout: float | None = None,
         tracer_provider: Any = None,
+        require_approval: Collection[str] = (),
     ) -> None:
         """``registry``: a ``RegistryClient`` or ``AsyncRegistryClient`` that
         fetches agents named as ``usecase/name`` (not needed when every run
         is given an ``Agent``). ``model_name`` overrides every definition's
         model; ``model_map`` maps a definition's model name to another.
         ``run_timeout``: seconds any one run may take, on top of composites' own limits.
-        ``tracer_provider``: where OpenTelemetry spans go (default: the global one)."""
+        ``tracer_provider``: where OpenTelemetry spans go (default: the global one).
+        ``require_approval``: tools that, in step by step runs (``astep``),
+        wait for a decision before they run (as do tools declared with
+        ``x-requires-approval: true``)."""
         self.model = model
         self.registry = registry
         self.toolbox = ToolBox(tools, timeout=tool_timeout, max_output=max_tool_output)
@@ -129,6 +158,7 @@ class Executor:
         self.names = ModelNames(model_name, dict(model_map or {}), fallback)
         self.run_timeout = run_timeout
         self.tracer_provider = tracer_provider
+        self.require_approval = frozenset(require_approval)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started_on: asyncio.AbstractEventLoop | None = None
@@ -187,21 +217,19 @@ class Executor:
         elif self._started_on is not loop:
             raise ConfigurationError("an Executor serves one event loop: use run() or arun(), not both")
 
-    async def _run(self, agent: Agent, inputs: dict[str, Any], history: Sequence[Mapping[str, Any]]) -> RunResult:
+    async def _run(
+        self,
+        agent: Agent,
+        inputs: dict[str, Any],
+        history: Sequence[Mapping[str, Any]],
+        *,
+        root: Span | None = None,
+        journal: Journal | None = None,
+        control: StepControl | None = None,
+    ) -> RunResult:
         started = time.monotonic()
         name = reference(agent)
-        root = Span(
-            f"run {name}",
-            "run",
-            {
-                "registry.agent": name,
-                "registry.release.tag": agent.tag,
-                "registry.release.commit": agent.commit,
-                "registry.release.requested": agent.release.requested,
-                "registry.agent.digest": agent.digest,
-                "registry.model": self.model.description,
-            },
-        )
+        root = root or self._root(agent)
         totals = Totals()
         ctx = RunContext(
             model=self.model,
@@ -213,6 +241,9 @@ class Executor:
             budget=Budget(_UNLIMITED_CALLS, name),
             totals=totals,
             values=ValueCache(),
+            journal=journal,
+            control=control,
+            approvals=self.require_approval,
         )
         if self.run_timeout is not None:
             ctx = ctx.narrowed(budget=ctx.budget, timeout=self.run_timeout)
@@ -248,6 +279,75 @@ class Executor:
             seconds=time.monotonic() - started,
             trace=trace,
         )
+
+    def _root(self, agent: Agent) -> Span:
+        return Span(
+            f"run {reference(agent)}",
+            "run",
+            {
+                "registry.agent": reference(agent),
+                "registry.release.tag": agent.tag,
+                "registry.release.commit": agent.commit,
+                "registry.release.requested": agent.release.requested,
+                "registry.agent.digest": agent.digest,
+                "registry.model": self.model.description,
+            },
+        )
+
+    # --- step by step ----------------------------------------------------------------------
+
+    async def astep(
+        self,
+        agent: Agent,
+        inputs: Mapping[str, Any],
+        *,
+        journal: Journal,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> StepResult:
+        """Advance the run of ``agent`` with ``inputs`` by one step.
+
+        The run replays what ``journal`` holds (model replies, tool results,
+        passages, decisions) and makes the first model round it does not
+        hold live, with that round's tool calls, recording each as it
+        happens. The step ends there, or where a tool that needs approval
+        waits for a decision (``StepResult.action``: record the decision
+        under its ``key`` and step again), or where the run ends
+        (``is_last``).
+        """
+        await self._start()
+        control = StepControl()
+        root = self._root(agent)
+        run = asyncio.ensure_future(
+            self._run(agent, dict(inputs), history, root=root, journal=journal, control=control)
+        )
+        ended = asyncio.ensure_future(control.ended.wait())
+        try:
+            await asyncio.wait({run, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+        if run.done():
+            result = run.result()
+            return StepResult(
+                is_last=True, output=result.output, action=None, replies=tuple(control.replies), result=result
+            )
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+        root.end()
+        action = control.pending[0] if control.pending else None
+        output = control.replies[-1] if control.replies else None
+        return StepResult(
+            is_last=False, output=output, action=action, replies=tuple(control.replies), trace=Trace(root)
+        )
+
+    def check_decision(self, agent: Agent, action: PendingAction, arguments: Any) -> str | None:
+        """What is wrong with edited ``arguments`` for the tool of ``action``, or None."""
+        member = agent if reference(agent) == action.agent else agent.agents.get(action.agent)
+        tools = (member.definition.get("tools") if member is not None else None) or []
+        declaration = next((t for t in tools if t.get("name") == action.tool), None)
+        if declaration is None:
+            return f"{action.agent} declares no tool {action.tool!r}"
+        return self.toolbox.argument_problems(declaration, arguments)
 
     def _check_bindings(self, ctx: RunContext) -> None:
         declared: dict[str, list[str]] = {}
@@ -291,6 +391,20 @@ class Executor:
         """``arun`` from synchronous code, on the executor's own loop."""
         future = asyncio.run_coroutine_threadsafe(
             self.arun(agent, inputs, release=release, history=history), self._own_loop()
+        )
+        return future.result()
+
+    def step(
+        self,
+        agent: Agent,
+        inputs: Mapping[str, Any],
+        *,
+        journal: Journal,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> StepResult:
+        """``astep`` from synchronous code, on the executor's own loop."""
+        future = asyncio.run_coroutine_threadsafe(
+            self.astep(agent, inputs, journal=journal, history=history), self._own_loop()
         )
         return future.result()
 

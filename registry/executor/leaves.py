@@ -31,6 +31,7 @@ from registry.agents.parsers import FinalAnswer, ParseError, ToolCall
 from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor.chat import ChatReply, ChatRequest
+from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Exhausted, Failed, RunContext, reference
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
@@ -93,6 +94,8 @@ class _Loop:
         self.name = reference(agent)
         self.sent = 0
         """How many messages earlier model calls have carried: each call's span keeps only the new ones."""
+        self.round = 0
+        """Model calls so far: with the context's path, the key of each event in a journal."""
 
     # --- rendering -----------------------------------------------------------------------
 
@@ -140,15 +143,16 @@ class _Loop:
                 **{f"gen_ai.request.{k}": v for k, v in request.params.items()},
             },
         ) as span:
-            try:
-                reply = await ctx.model.complete(request)
-            except ModelError as exc:
-                span.set(**{"registry.error.reason": exc.reason})
-                left = ctx.remaining()
-                if exc.reason == "timeout" and left is not None and left <= 0.05:
-                    # The call was cut short by the run's own deadline.
-                    raise Exhausted("the run reached its time limit while waiting for the model") from exc
-                raise Failed(f"the model call for {self.name} failed: {exc.detail}") from exc
+            self.round += 1
+            key = f"{ctx.path}/chat:{self.round}"
+            recorded = ctx.journal.get(key) if ctx.journal is not None else None
+            if recorded is not None:
+                reply = ChatReply.from_dict(recorded["reply"])
+                span.set(**{"registry.replayed": True})
+            else:
+                reply = await self._live_chat(request, span)
+                if ctx.journal is not None:
+                    ctx.journal.record(key, {"kind": "model", "reply": reply.as_dict()})
             ctx.totals.add(reply.usage)
             attributes: dict[str, Any] = {"registry.reply": reply.as_dict()}
             if reply.model is not None:
@@ -161,6 +165,26 @@ class _Loop:
                 attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
                 attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
             span.set(**attributes)
+        return reply
+
+    async def _live_chat(self, request: ChatRequest, span: Span) -> ChatReply:
+        ctx = self.ctx
+        if ctx.control is not None:
+            await ctx.control.begin_model_call()
+        text = None
+        try:
+            reply = await ctx.model.complete(request)
+            text = reply.content
+        except ModelError as exc:
+            span.set(**{"registry.error.reason": exc.reason})
+            left = ctx.remaining()
+            if exc.reason == "timeout" and left is not None and left <= 0.05:
+                # The call was cut short by the run's own deadline.
+                raise Exhausted("the run reached its time limit while waiting for the model") from exc
+            raise Failed(f"the model call for {self.name} failed: {exc.detail}") from exc
+        finally:
+            if ctx.control is not None:
+                ctx.control.end_model_call(text)
         return reply
 
     def _params(self) -> dict[str, Any]:
@@ -201,9 +225,16 @@ class _Loop:
     def declared(self) -> dict[str, Mapping[str, Any]]:
         return {str(tool["name"]): tool for tool in self.agent.definition.get("tools") or []}
 
-    async def run_tool(self, declaration: Mapping[str, Any], arguments: Any, *, call_id: str | None) -> ToolResult:
-        self.ctx.check_time()
+    async def run_tool(
+        self, declaration: Mapping[str, Any], arguments: Any, *, call_id: str | None, index: int, thought: str | None
+    ) -> ToolResult:
+        """Call a tool the model asked for (the ``index``-th of this round),
+        or replay its recorded result; a tool that needs approval waits for
+        a decision first."""
+        ctx = self.ctx
+        ctx.check_time()
         name = str(declaration["name"])
+        key = f"{ctx.path}/chat:{self.round}/tool:{index}"
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
@@ -212,7 +243,24 @@ class _Loop:
         if call_id is not None:
             attributes["gen_ai.tool.call.id"] = call_id
         with self.span.open(f"execute_tool {name}", "execute_tool", **attributes) as span:
-            result = await self.ctx.tools.call(declaration, arguments)
+            recorded = ctx.journal.get(key) if ctx.journal is not None else None
+            if recorded is not None and "result" in recorded:
+                result = ToolResult.from_dict(recorded["result"])
+                span.set(**{"registry.replayed": True})
+            elif recorded is not None:
+                # Started and never finished: the process died during the call.
+                # It may have had effects, so it is not made again.
+                result = ToolResult(
+                    name,
+                    arguments if isinstance(arguments, dict) else {},
+                    f"Error: the call of {name} was interrupted (the executor stopped) and its result is"
+                    " unknown; it may or may not have taken effect.",
+                    "interrupted",
+                    0.0,
+                )
+                self._record(key, {"kind": "tool", "result": result.as_dict()})
+            else:
+                result = await self._live_tool(declaration, arguments, key, thought, span)
             span.set(
                 **{
                     "registry.tool.status": result.status,
@@ -224,6 +272,44 @@ class _Loop:
             if not result.ok:
                 span.fail(shorten(result.output, 300))
         return result
+
+    async def _live_tool(
+        self, declaration: Mapping[str, Any], arguments: Any, key: str, thought: str | None, span: Span
+    ) -> ToolResult:
+        ctx = self.ctx
+        name = str(declaration["name"])
+        if ctx.control is not None and (name in ctx.approvals or declaration.get("x-requires-approval") is True):
+            decision = ctx.journal.get(f"{key}:decision") if ctx.journal is not None else None
+            if decision is None:
+                span.set(**{"registry.tool.awaiting_decision": True})
+                proposed = arguments if isinstance(arguments, dict) else {}
+                await ctx.control.wait_for_decision(
+                    PendingAction(f"{key}:decision", self.name, name, proposed, thought)
+                )
+            assert decision is not None  # the step ended while it waited; a later step brings one
+            span.set(**{"registry.tool.decision": decision.get("decision")})
+            if decision.get("decision") == "reject":
+                reason = str(decision.get("reason") or "no reason given")
+                result = ToolResult(name, arguments, f"The user rejected this call: {reason}", "rejected", 0.0)
+                self._record(key, {"kind": "tool", "result": result.as_dict()})
+                return result
+            if decision.get("decision") == "edit":
+                arguments = decision.get("arguments")
+                span.set(**{"registry.tool.arguments": arguments})
+        self._record(key, {"kind": "tool", "status": "started", "arguments": arguments})
+        if ctx.control is not None:
+            ctx.control.begin_work()
+        try:
+            result = await ctx.tools.call(declaration, arguments)
+        finally:
+            if ctx.control is not None:
+                ctx.control.end_work()
+        self._record(key, {"kind": "tool", "result": result.as_dict()})
+        return result
+
+    def _record(self, key: str, event: Mapping[str, Any]) -> None:
+        if self.ctx.journal is not None:
+            self.ctx.journal.record(key, event)
 
     async def tool_calling(self, messages: list[dict[str, Any]]) -> AgentOutput:
         declared = self.declared()
@@ -239,13 +325,14 @@ class _Loop:
                     output=reply.content or None,
                 )
             messages.append(_assistant_with_calls(reply))
-            for call in reply.tool_calls:
-                messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": await self._native_call(declared, call)}
-                )
+            for index, call in enumerate(reply.tool_calls):
+                output = await self._native_call(declared, call, index, reply.content or None)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
-    async def _native_call(self, declared: Mapping[str, Mapping[str, Any]], call: Any) -> str:
+    async def _native_call(
+        self, declared: Mapping[str, Mapping[str, Any]], call: Any, index: int, thought: str | None
+    ) -> str:
         declaration = declared.get(call.name)
         if declaration is None:
             names = ", ".join(declared) or "none"
@@ -254,7 +341,7 @@ class _Loop:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             return f"Error: the arguments of {call.name} are not valid JSON ({exc}); call it again with a JSON object."
-        return (await self.run_tool(declaration, arguments, call_id=call.id)).output
+        return (await self.run_tool(declaration, arguments, call_id=call.id, index=index, thought=thought)).output
 
     async def react(self, messages: list[dict[str, Any]]) -> AgentOutput:
         declared = self.declared()
@@ -266,7 +353,9 @@ class _Loop:
             if isinstance(parsed, FinalAnswer):
                 return AgentOutput(parsed.text, parsed.data)
             if isinstance(parsed, ToolCall) and parsed.name in declared:
-                observation = (await self.run_tool(declared[parsed.name], parsed.arguments, call_id=None)).output
+                tool = declared[parsed.name]
+                result = await self.run_tool(tool, parsed.arguments, call_id=None, index=0, thought=parsed.thought)
+                observation = result.output
             elif isinstance(parsed, ToolCall):  # the parser knows the same tools: kept for safety
                 observation = f"Error: there is no tool named {shorten(parsed.name)!r}."
             else:
@@ -289,23 +378,32 @@ class _Loop:
 
     async def retrieve(self, query: str) -> list[dict[str, str]]:
         retriever, top_k = self._retriever()
-        self.ctx.check_time()
+        ctx = self.ctx
+        ctx.check_time()
+        key = f"{ctx.path}/chat:{self.round}/retrieve"
         with self.span.open(
             "retrieve",
             "retrieve",
             **{"registry.retriever": retriever.description, "registry.query": query, "registry.top_k": top_k},
         ) as span:
-            try:
-                passages = await asyncio.to_thread(retriever.search, query, top_k=top_k)
-            except Exception as exc:  # a store's failure is the run's, with its reason
-                raise Failed(f"retrieval for {self.name} failed: {type(exc).__name__}: {exc}") from exc
-            span.set(
-                **{
-                    "registry.decision": f"{len(passages)} passages",
-                    "registry.passages": [p.as_dict() for p in passages],
-                }
-            )
-        return [{"title": p.title, "text": p.text} for p in passages]
+            recorded = ctx.journal.get(key) if ctx.journal is not None else None
+            if recorded is not None:
+                passages = [dict(p) for p in recorded["passages"]]
+                span.set(**{"registry.replayed": True})
+            else:
+                if ctx.control is not None:
+                    ctx.control.begin_work()
+                try:
+                    found = await asyncio.to_thread(retriever.search, query, top_k=top_k)
+                except Exception as exc:  # a store's failure is the run's, with its reason
+                    raise Failed(f"retrieval for {self.name} failed: {type(exc).__name__}: {exc}") from exc
+                finally:
+                    if ctx.control is not None:
+                        ctx.control.end_work()
+                passages = [p.as_dict() for p in found]
+                self._record(key, {"kind": "retrieve", "passages": passages})
+            span.set(**{"registry.decision": f"{len(passages)} passages", "registry.passages": passages})
+        return [{"title": p["title"], "text": p["text"]} for p in passages]
 
     async def with_passages(self, inputs: dict[str, Any]) -> dict[str, Any]:
         self._retriever()  # an unbound retriever fails before anything else

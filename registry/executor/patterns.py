@@ -119,7 +119,7 @@ class _Composite:
 
     async def _call(self, spec: Mapping[str, Any], variables: Mapping[str, Any], label: str, span: Span) -> AgentOutput:
         callee = self.ctx.agent(str(spec["agent"]))
-        return await run_agent(callee, self._inputs(spec, variables, label), self.ctx, span)
+        return await run_agent(callee, self._inputs(spec, variables, label), self.ctx.at(label), span)
 
     # --- chain ---------------------------------------------------------------------------
 

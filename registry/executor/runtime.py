@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from registry.client import Agent
 from registry.errors import RenderError
 from registry.executor.chat import ChatModel, Usage
+from registry.executor.journal import Journal, StepControl
 from registry.executor.tools import ToolBox
 from registry.models import Resolution
 from registry.rendering.sandbox import CompiledValue, RenderLimits, TemplateCompileError, TemplateEnvironment
@@ -165,6 +166,17 @@ class RunContext:
     values: ValueCache
     deadline: float | None = None
     """``time.monotonic()`` when the run must end, if it has a limit."""
+    path: str = ""
+    """Where in the run this is: ``/step 'draft'/vote 2``; a journal's keys start with it."""
+    journal: Journal | None = None
+    """What earlier steps recorded, replayed rather than asked again (step by step runs)."""
+    control: StepControl | None = None
+    approvals: frozenset[str] = frozenset()
+    """Tools that wait for a decision before they run (step by step runs)."""
+
+    def at(self, segment: str) -> RunContext:
+        """The context of a call made at ``segment`` below this one."""
+        return replace(self, path=f"{self.path}/{segment}")
 
     def remaining(self) -> float | None:
         if self.deadline is None:

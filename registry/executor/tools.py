@@ -86,6 +86,19 @@ class ToolResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolResult:
+        """The result ``as_dict`` gave (a journal keeps results so)."""
+        return cls(
+            name=str(data["name"]),
+            arguments=dict(data.get("arguments") or {}),
+            output=str(data["output"]),
+            status=str(data["status"]),
+            seconds=float(data.get("seconds") or 0.0),
+            truncated=bool(data.get("truncated")),
+            provider=data.get("provider"),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -288,7 +301,7 @@ class ToolBox:
 
         if provider is None:
             return result(f"Error: no implementation is bound for the tool {name!r}.", "error")
-        problems = self._argument_problems(declaration, arguments)
+        problems = self.argument_problems(declaration, arguments)
         if problems:
             message = f"Error: invalid arguments for {name}: {problems}. Call it again with valid arguments."
             return result(message, "invalid_arguments")
@@ -315,7 +328,8 @@ class ToolBox:
         dropped = len(text) - self.max_output
         return text[: self.max_output] + f"\n[output truncated: {dropped:,} more characters]", True
 
-    def _argument_problems(self, declaration: Mapping[str, Any], arguments: Any) -> str | None:
+    def argument_problems(self, declaration: Mapping[str, Any], arguments: Any) -> str | None:
+        """What is wrong with ``arguments`` for the declared tool, or None."""
         if not isinstance(arguments, dict):
             return "the arguments must be a JSON object"
         parameters = declaration.get("parameters")

@@ -19,6 +19,7 @@ those pieces in order.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
@@ -58,6 +59,10 @@ class Span:
         span = self.child(name, operation, **attributes)
         try:
             yield span
+        except asyncio.CancelledError:
+            # A step by step run stops here, to go on in the next step.
+            span.set(**{"registry.step_ended_here": True})
+            raise
         except BaseException as exc:
             if span.status == "ok":
                 span.fail(_describe(exc))
