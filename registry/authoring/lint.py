@@ -27,8 +27,9 @@ from jinja2 import TemplateError, meta, nodes
 
 from registry.agents.parsers import OutputParser, ParseError
 from registry.errors import ConfigurationError, InvalidDefinition
+from registry.format.definition import NAME_PATTERN
 from registry.format.graphs import components, shortest_ring
-from registry.format.loading import DEFINITION_SUFFIX, NAME_PATTERN, LoadedAgent, ReleaseCatalog
+from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, json_pointer, shorten
 from registry.settings import DEFAULT_ROOT

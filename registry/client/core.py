@@ -32,6 +32,7 @@ from registry.errors import (
     Unauthorized,
 )
 from registry.format.bundle import Bundle, BundledAgent
+from registry.format.definition import check_agent_name
 from registry.models import Issue, Message, Prompt, Release, Resolution
 from registry.store.releases import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
 
@@ -140,6 +141,8 @@ class ClientCore:
     # -- requests --------------------------------------------------------
 
     def key(self, usecase: str, name: str, release: str | None) -> CacheKey:
+        # Refused here, before a URL is made: "." and ".." would leave the route.
+        check_agent_name(usecase, name)
         selector = release if release is not None else self.release
         return (usecase, name, selector or "latest")
 

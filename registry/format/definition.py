@@ -38,7 +38,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from registry.agents.parsers import OutputParser
-from registry.errors import InvalidDefinition, InvalidInputs, NotAPrompt, PayloadTooLarge, summarize
+from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, NotAPrompt, PayloadTooLarge, summarize
 from registry.format.composite import Pattern, local_issues, read_pattern
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.safeyaml import JsonPath, YamlDocument
@@ -57,6 +57,8 @@ from registry.rendering.sandbox import (
 # registry/schemas links to the top-level schemas/, so that an installed
 # package (a gateway installing only the client) carries the schema too.
 SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "agent-definition.v1.schema.json"
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
+"""A usecase or an agent name: ``ai_gateway/agents/<usecase>/<name>.yml``."""
 _MAX_MESSAGE = 300
 
 
@@ -246,6 +248,17 @@ def definition_digest(
     if tree_content_id is not None:
         add("tree", tree_content_id.encode())
     return "sha256:" + digest.hexdigest()
+
+
+def check_agent_name(usecase: str, name: str) -> None:
+    """Raise ``InvalidRequest`` unless both match ``^[a-z0-9][a-z0-9_-]{0,63}$``."""
+    for label, value in (("usecase", usecase), ("name", name)):
+        if not NAME_PATTERN.fullmatch(value):
+            raise InvalidRequest(
+                f"{label} {shorten(value)!r} is not valid: use 1 to 64 characters of a-z, 0-9, '_' and '-',"
+                " starting with a letter or digit",
+                parameter=label,
+            )
 
 
 Locate = Callable[..., Issue]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -19,29 +18,23 @@ from typing import Any
 
 from jinja2 import TemplateNotFound
 
-from registry.errors import AgentNotFound, InvalidDefinition, InvalidRequest, RegistryError, summarize
+from registry.errors import AgentNotFound, InvalidDefinition, RegistryError, summarize
 from registry.format.composite import AgentFacts, Checked, CompositeGraph, composite_facts, leaf_facts
-from registry.format.definition import CompiledAgent, compile_definition, definition_digest, locator
+from registry.format.definition import (
+    NAME_PATTERN,
+    CompiledAgent,
+    compile_definition,
+    definition_digest,
+    locator,
+)
 from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.format.tree import Tree
-from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json, shorten
+from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json
 from registry.rendering.sandbox import TemplateEnvironment
 
 log = logging.getLogger(__name__)
 
-NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
 DEFINITION_SUFFIX = ".yml"
-
-
-def check_agent_name(usecase: str, name: str) -> None:
-    """Raise ``InvalidRequest`` unless both match ``^[a-z0-9][a-z0-9_-]{0,63}$``."""
-    for label, value in (("usecase", usecase), ("name", name)):
-        if not NAME_PATTERN.fullmatch(value):
-            raise InvalidRequest(
-                f"{label} {shorten(value)!r} is not valid: use 1 to 64 characters of a-z, 0-9, '_' and '-',"
-                " starting with a letter or digit",
-                parameter=label,
-            )
 
 
 class LoadedAgent:

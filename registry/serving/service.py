@@ -52,8 +52,9 @@ from registry.errors import (
     StoreError,
 )
 from registry.format.bundle import BundleRelease, encode_bundle
+from registry.format.definition import check_agent_name
 from registry.format.diff import LibraryDiff, diff_catalogs
-from registry.format.loading import LoadedAgent, ReleaseCatalog, check_agent_name
+from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.models import AgentSummary, Prompt, Release, Resolution
 from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
