@@ -12,12 +12,17 @@ classes.
     ├── RequestTimeout        request-timeout       408  (a body not sent within the deadline)
     ├── NotFound              not-found             404  (also LookupError)
     │   ├── ReleaseNotFound   release-not-found
-    │   └── AgentNotFound     agent-not-found
+    │   ├── AgentNotFound     agent-not-found
+    │   ├── TaskNotFound      task-not-found        (the Agent Protocol service: also another owner's)
+    │   ├── StepNotFound      step-not-found
+    │   └── ArtifactNotFound  artifact-not-found
     ├── InvalidDefinition     invalid-definition    422  errors: [Issue]
     ├── InvalidInputs         invalid-inputs        422  errors: [Issue]
     ├── RenderError           render-error          422
     ├── NotAPrompt            not-a-prompt          422  steps: [{call, agent}] (a composite has no prompt)
     ├── Unauthorized          unauthorized          401  (no or a wrong bearer token or webhook secret)
+    ├── InvalidState          invalid-state         409  (a task, step or action that its state does not let
+    │                                                     change so: entity, state, allowed)
     ├── NotReady              not-ready             503  (no successful sync yet)
     ├── StoreError            store-unavailable     503  (the repository cannot be read)
     ├── RegistryUnavailable   registry-unavailable  503  (client: no answer, nothing cached or bundled)
@@ -116,6 +121,38 @@ class AgentNotFound(NotFound):
 
     slug = "agent-not-found"
     title = "Agent not found"
+
+
+class TaskNotFound(NotFound):
+    """No task with this id for this caller: a task of another owner is
+    not found either (its existence is not confirmed)."""
+
+    slug = "task-not-found"
+    title = "Task not found"
+
+
+class StepNotFound(NotFound):
+    slug = "step-not-found"
+    title = "Step not found"
+
+
+class ArtifactNotFound(NotFound):
+    slug = "artifact-not-found"
+    title = "Artifact not found"
+
+
+class InvalidState(RegistryError):
+    """A request the entity's state does not allow (docs/agent-protocol.md
+    tables every state change); ``state`` is the current one, ``allowed``
+    what could happen from it."""
+
+    slug = "invalid-state"
+    title = "Not allowed in this state"
+    status = 409
+
+    def __init__(self, detail: str, *, entity: str, state: str, allowed: list[str]) -> None:
+        super().__init__(detail, entity=entity, state=state, allowed=allowed)
+        self.state = state
 
 
 class _AgentError(RegistryError):

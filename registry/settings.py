@@ -36,6 +36,12 @@ import time.
     REGISTRY_API_TOKENS             (none)              comma-separated bearer tokens required for /v1
     REGISTRY_ADMIN_TOKENS           (none)              comma-separated bearer tokens for /v1/admin
     REGISTRY_TOKEN                  (none)              bearer token ``export --url`` sends to a registry
+    REGISTRY_AGENTS_DATABASE_URL    (none)              the Agent Protocol service's database (sqlite:///..., or
+                                                        postgresql+psycopg://... shared by replicas); default:
+                                                        tasks.db in the data directory
+    REGISTRY_AGENTS_RELEASE         latest              release of a task that names none
+    REGISTRY_AGENTS_MAX_ARTIFACT_BYTES 10485760         largest artifact a client may upload
+    REGISTRY_AGENTS_REQUIRE_APPROVAL (none)             comma-separated tools that wait for the user's decision
 
 With neither a repository nor a worktree, ``create_app`` serves the bundled
 ``library/`` as a worktree; the CLI chooses its library by its own rule
@@ -100,6 +106,10 @@ class Settings:
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     admin_tokens: tuple[str, ...] = field(default=(), repr=False)
     token: str | None = field(default=None, repr=False)
+    agents_database_url: str | None = field(default=None, repr=False)
+    agents_release: str = "latest"
+    agents_max_artifact_bytes: int = 10 * 1024 * 1024
+    agents_require_approval: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # The one place the root is normalised: stores take it as given.
@@ -127,6 +137,7 @@ class Settings:
             "max_definition_bytes",
             "max_render_bytes",
             "max_request_bytes",
+            "agents_max_artifact_bytes",
         ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive number")
@@ -146,6 +157,13 @@ class Settings:
             raise ConfigurationError("cache_entries must be a positive number")
         if not 0 <= self.cache_max_age <= 86400:
             raise ConfigurationError("cache_max_age must be between 0 and 86400 seconds")
+        if self.agents_database_url is not None and not self.agents_database_url.startswith(
+            ("sqlite:///", "postgresql://", "postgresql+psycopg://")
+        ):
+            raise ConfigurationError(
+                "the agents database URL must be sqlite:///PATH or postgresql+psycopg://USER@HOST/DB,"
+                f" not {redact(self.agents_database_url)!r}"
+            )
         for kind, tokens in (("API", self.api_tokens), ("admin", self.admin_tokens)):
             if any(len(token) < _MIN_TOKEN_LENGTH for token in tokens):
                 raise ConfigurationError(f"every {kind} token must be at least {_MIN_TOKEN_LENGTH} characters long")
@@ -252,6 +270,10 @@ def _flag(raw: str) -> bool:
     raise ValueError("expected true or false")
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in raw.split(",") if name.strip())
+
+
 def _tokens(raw: str) -> tuple[str, ...]:
     return tuple(token.strip() for token in raw.split(",") if token.strip())
 
@@ -287,4 +309,8 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("api_tokens", "REGISTRY_API_TOKENS", _tokens),
     ("admin_tokens", "REGISTRY_ADMIN_TOKENS", _tokens),
     ("token", "REGISTRY_TOKEN", lambda raw: raw),
+    ("agents_database_url", "REGISTRY_AGENTS_DATABASE_URL", _text),
+    ("agents_release", "REGISTRY_AGENTS_RELEASE", _text),
+    ("agents_max_artifact_bytes", "REGISTRY_AGENTS_MAX_ARTIFACT_BYTES", int),
+    ("agents_require_approval", "REGISTRY_AGENTS_REQUIRE_APPROVAL", lambda raw: _names(raw)),
 )

@@ -15,6 +15,8 @@ from flask.testing import FlaskClient
 
 from registry.serving.app import create_app
 from registry.settings import Settings
+from tests.executor_fixtures import docs_index, example  # noqa: F401  (fixtures for every test module)
+from tests.postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.redis_server import RedisServer
 
 AGENTS = "ai_gateway/agents"

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from registry.client import RegistryClient
-from registry.executor import Executor, ScriptedModel
+from registry.executor import Executor, ScriptedModel, SqliteFtsRetriever, build_index
 from registry.executor.chat import ChatModel
 from registry.executor.tools import ToolProvider
 from registry.serving.app import create_app
 from registry.settings import Settings
+from registry.store.example import build_example_repository
 
 
 @contextmanager
@@ -92,3 +94,28 @@ pattern:
   branch: {{agent: {agent}, inputs: {{question: "{{{{ inputs.question }}}}"}}}}
   aggregate: {{strategy: majority, field: label}}
 """
+
+
+# The documents the library's rag agent (assistant/docs_rag, retriever product-docs) retrieves from.
+DOCS = {
+    "tokens.md": "# Deploy tokens\n\n## Rotating a token\n\nCreate a new token, update pipelines, revoke the old one.\n",
+    "expiry.md": "# Token expiry\n\nTokens expire after 365 days unless an expiry date is set.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled example library as a tagged repository (v1.0.0, v1.1.0)."""
+    return build_example_repository(tmp_path_factory.mktemp("example") / "repo")
+
+
+@pytest.fixture(scope="module")
+def docs_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteFtsRetriever]:
+    """An index of ``DOCS``, as `prompt-registry index` builds one."""
+    directory = tmp_path_factory.mktemp("docs")
+    for name, text in DOCS.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    build_index(directory, directory / "docs.sqlite")
+    retriever = SqliteFtsRetriever(directory / "docs.sqlite")
+    yield retriever
+    retriever.close()

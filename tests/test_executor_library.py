@@ -5,17 +5,15 @@ SDK, where the same replies in the same order must give the same run."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from registry.executor import COMPLETED, OpenAIChatModel, PythonTools, SqliteFtsRetriever, build_index
+from registry.executor import COMPLETED, OpenAIChatModel, PythonTools, SqliteFtsRetriever
 from registry.executor.executor import RunResult
 from registry.settings import BUNDLED_LIBRARY
-from registry.store.example import build_example_repository
 from tests.executor_fixtures import executor_for
 from tests.openai_server import ScriptedModelServer
 
@@ -53,10 +51,6 @@ REPLIES: dict[str, list[dict[str, Any]]] = {
 NO_SCHEMA_INPUTS: dict[str, dict[str, Any]] = {
     "chat/minimal": {"question": "What is a merge train?", "tools": []},
     "commit_message/one_line": {"diff": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"},
-}
-DOCS = {
-    "tokens.md": "# Deploy tokens\n\n## Rotating a token\n\nCreate a new token, update pipelines, revoke the old one.\n",
-    "expiry.md": "# Token expiry\n\nTokens expire after 365 days unless an expiry date is set.\n",
 }
 
 
@@ -103,22 +97,6 @@ def library_tools() -> PythonTools:
         for tool in yaml.safe_load(path.read_text(encoding="utf-8")).get("tools") or []:
             names.add(tool["name"])
     return PythonTools({name: (lambda name=name, **arguments: {"tool": name, "result": arguments}) for name in names})
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_example_repository(tmp_path_factory.mktemp("example") / "repo")
-
-
-@pytest.fixture(scope="module")
-def docs_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteFtsRetriever]:
-    directory = tmp_path_factory.mktemp("docs")
-    for name, text in DOCS.items():
-        (directory / name).write_text(text, encoding="utf-8")
-    build_index(directory, directory / "docs.sqlite")
-    retriever = SqliteFtsRetriever(directory / "docs.sqlite")
-    yield retriever
-    retriever.close()
 
 
 def run_scripted(example: Path, docs_index: SqliteFtsRetriever, agent: str) -> RunResult:

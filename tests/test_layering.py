@@ -61,6 +61,16 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.format",
         "registry.client",
     ),
+    "registry.protocol": (
+        *SHARED,
+        "registry.executor",
+        "registry.client",
+        "registry.rendering",
+        "registry.format.definition",
+        "registry.serving.problems",
+        "registry.serving.auth",
+        "registry.serving.server",
+    ),
     "registry.cli": ("registry",),
     # Entry points: `python -m registry`, and `registry.app:create_app` as
     # deployments name the application.

@@ -40,7 +40,7 @@ from registry.authoring import commands
 from registry.authoring.examples import GOLDEN_SUFFIX, report_text, run_examples
 from registry.authoring.lint import find_agents_root, lint
 from registry.authoring.lintformat import FORMATS, render_report
-from registry.cli.run import add_run_options, index_command, run_command
+from registry.cli.run import add_run_options, agents_serve_command, default_data_dir, index_command, run_command
 from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
 from registry.format.bundle import Bundle
@@ -273,6 +273,43 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=("text", "json"), default="text")
     run.add_argument("--trace-file", metavar="FILE", help="also write the run's trace there, as JSON")
 
+    agents = commands.add_parser(
+        "agents",
+        help="the Agent Protocol service: run agents as tasks, step by step",
+        description="Serve the Agent Protocol v1 (/ap/v1/agent/tasks, steps, artifacts) over the executor."
+        " See docs/agent-protocol.md.",
+    )
+    agents_commands = agents.add_subparsers(dest="agents_command", required=True, metavar="COMMAND")
+    agents_serve = agents_commands.add_parser(
+        "serve",
+        help="serve the Agent Protocol over HTTP",
+        description="Serve tasks of agents fetched from a registry (--registry URL) or a library on this"
+        " machine (--repo, --example, the checkout holding the current directory), run by the executor.",
+    )
+    agents_serve.add_argument("--registry", metavar="URL", help="fetch agents from this registry [REGISTRY_URL]")
+    agents_serve.add_argument("--token", help="bearer token for --registry [REGISTRY_TOKEN]")
+    _add_source_options(agents_serve)
+    agents_serve.add_argument(
+        "--database-url",
+        help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: tasks.db in the data directory)"
+        " [REGISTRY_AGENTS_DATABASE_URL]",
+    )
+    agents_serve.add_argument(
+        "--release", help="the release of a task that names none (default: latest) [REGISTRY_AGENTS_RELEASE]"
+    )
+    agents_serve.add_argument(
+        "--require-approval",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="a tool that waits for the user's decision before it runs (repeatable) [REGISTRY_AGENTS_REQUIRE_APPROVAL]",
+    )
+    agents_serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
+    agents_serve.add_argument("--port", type=int, help="port (default 8090) [REGISTRY_PORT]")
+    agents_serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    agents_serve.add_argument("--threads", type=int, help="threads per worker, one step each (default 8)")
+    add_run_options(agents_serve)
+
     index = commands.add_parser(
         "index",
         help="build a retrieval index of text and Markdown files",
@@ -378,6 +415,26 @@ def _example_repository(stack: ExitStack) -> str:
     from registry.store.example import build_example_repository
 
     return str(build_example_repository(Path(stack.enter_context(_temporary_directory("prompt-registry-example-")))))
+
+
+def _agents_serve(args: argparse.Namespace, stack: ExitStack) -> int:
+    if args.registry is None and not any((args.repo, args.worktree, args.remote, args.example)):
+        args.registry = os.environ.get("REGISTRY_URL") or None
+    approvals = tuple(args.require_approval) or None
+    network = {
+        "host": args.host,
+        "port": args.port if args.port is not None else (None if "REGISTRY_PORT" in os.environ else 8090),
+        "workers": args.workers if args.workers is not None else 1,
+        "threads": args.threads if args.threads is not None else 8,
+        "agents_database_url": args.database_url,
+        "agents_release": args.release,
+        "agents_require_approval": approvals,
+    }
+    library = None if args.registry else _settings(args, stack)
+    data_dir = args.data_dir or os.environ.get("REGISTRY_DATA_DIR") or default_data_dir(os.environ)
+    settings = Settings.from_env(repo="", worktree="", remote="", data_dir=data_dir, **network)
+    _check_port_is_free(settings.host, settings.port)
+    return agents_serve_command(args, settings, library)
 
 
 def _serve(settings: Settings) -> int:
@@ -639,6 +696,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
         if args.registry is None and not any((args.repo, args.worktree, args.remote, args.example)):
             args.registry = os.environ.get("REGISTRY_URL") or None
         return run_command(args, stack, lambda: _settings(args, stack))
+    if args.command == "agents":
+        return _agents_serve(args, stack)
     if args.command == "test":
         library = _files_library(args)
         report = run_examples(library.path, root=library.root, update=args.update)

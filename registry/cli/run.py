@@ -250,3 +250,54 @@ def index_command(args: argparse.Namespace) -> int:
     for path, why in summary.skipped:
         print(f"  skipped {path}: {why}", file=sys.stderr)
     return 0
+
+
+def agents_serve_command(args: argparse.Namespace, settings: Settings, library: Settings | None) -> int:
+    """``agents serve``: the Agent Protocol service under gunicorn. Its
+    options are checked once here, before the workers start, so that a
+    mistake is one line now rather than a failure in every worker."""
+    from registry.protocol.app import create_app, database_url
+    from registry.protocol.server import AgentProtocolServer
+
+    if args.registry and not args.registry.startswith(("http://", "https://")):
+        raise ConfigurationError(f"--registry {args.registry!r}: expected an http(s) URL")
+    model_from(args, os.environ)
+    tool_providers(args)
+    for retriever in retrievers(args).values():
+        retriever.close()  # type: ignore[attr-defined]
+    url = database_url(settings)
+
+    def build() -> Any:
+        from registry.executor import Executor
+
+        client = _client(args, lambda: library) if library is not None else _client(args, _no_library)
+        executor = Executor(
+            model=model_from(args, os.environ),
+            registry=client,
+            tools=tool_providers(args),
+            retrievers=retrievers(args),
+            model_name=args.model_name,
+            model_map=model_map(args.model_map),
+            tool_timeout=args.tool_timeout,
+            run_timeout=args.timeout,
+            require_approval=settings.agents_require_approval,
+        )
+        return create_app(settings, executor=executor, registry=client)
+
+    logging.getLogger("registry").info(
+        "Agent Protocol service: agents from %s, tasks in %s",
+        args.registry or (library.source_description if library is not None else "?"),
+        url.split("@")[-1] if "@" in url else url,
+    )
+    AgentProtocolServer(settings, build).run()
+    return 0
+
+
+def _no_library() -> Settings:
+    raise ConfigurationError("give --registry URL, or a library (--repo PATH, --example)")
+
+
+def default_data_dir(environ: Mapping[str, str]) -> str:
+    """Where ``agents serve`` keeps its tasks when told nothing: the XDG data directory."""
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "prompt-registry", "agents")

@@ -30,14 +30,24 @@ def authenticate(path: str, authorization: str, settings: Settings) -> None:
 def _require_bearer(authorization: str, tokens: tuple[str, ...], unconfigured: str) -> None:
     if not tokens:
         raise Unauthorized(unconfigured, bearer=True)
+    if not token_matches(bearer_token(authorization), tokens):
+        raise Unauthorized("the bearer token is not valid", bearer=True)
+
+
+def bearer_token(authorization: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header; ``Unauthorized`` without one."""
     scheme, _, credentials = authorization.partition(" ")
     if scheme.lower() != "bearer" or not credentials.strip():
         raise Unauthorized("send the token as 'Authorization: Bearer <token>'", bearer=True)
-    supplied = credentials.strip().encode("latin-1", "replace")
-    # Every token is compared, in constant time each, so neither the timing
-    # nor the number of comparisons tells which token came close.
+    return credentials.strip()
+
+
+def token_matches(supplied: str, tokens: tuple[str, ...]) -> bool:
+    """Whether ``supplied`` is one of ``tokens``. Every token is compared, in
+    constant time each, so neither the timing nor the number of comparisons
+    tells which token came close."""
+    given = supplied.encode("latin-1", "replace")
     matched = False
     for token in tokens:
-        matched |= hmac.compare_digest(supplied, token.encode("utf-8"))
-    if not matched:
-        raise Unauthorized("the bearer token is not valid", bearer=True)
+        matched |= hmac.compare_digest(given, token.encode("utf-8"))
+    return matched

@@ -67,6 +67,12 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "not-ready": "The registry has not synced from its remote yet, or (on /readyz) its fetches have failed "
     "for too long; ask again after Retry-After seconds, or another replica.",
     "internal-error": "An unexpected error; it has been logged.",
+    "task-not-found": "No task with this id for this caller (the Agent Protocol service); a task another "
+    "token created is not found either.",
+    "step-not-found": "The task has no step with this id.",
+    "artifact-not-found": "The task has no artifact with this id.",
+    "invalid-state": "The task, step or action is in a state that does not allow this request; 'state' is its "
+    "state and 'allowed' what it allows (docs/agent-protocol.md has the tables).",
 }
 
 
@@ -139,8 +145,18 @@ def _unexpected_error(error: Exception) -> Response:
     return problem_response("internal-error", 500, "Internal error", "an unexpected error occurred; it has been logged")
 
 
-def register_error_handlers(app: Flask) -> None:
-    """Answer every error raised while handling a request as a problem."""
-    app.register_error_handler(RegistryError, _registry_error)
-    app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(Exception, _unexpected_error)
+def register_error_handlers(app: Flask, *, detail_member: str | None = None) -> None:
+    """Answer every error raised while handling a request as a problem.
+    ``detail_member``: a member that repeats ``detail``, for an API whose
+    published error schema names it otherwise (the Agent Protocol's ``message``)."""
+
+    def also(response: Response) -> Response:
+        if detail_member is not None:
+            body = json.loads(response.get_data())
+            body[detail_member] = body["detail"]
+            response.set_data(json.dumps(body))
+        return response
+
+    app.register_error_handler(RegistryError, lambda error: also(_registry_error(error)))
+    app.register_error_handler(HTTPException, lambda error: also(_http_error(error)))
+    app.register_error_handler(Exception, lambda error: also(_unexpected_error(error)))

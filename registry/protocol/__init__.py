@@ -1,0 +1,18 @@
+"""The Agent Protocol service: tasks, steps, actions and artifacts over the executor.
+
+``prompt-registry agents serve`` runs it as a WSGI application of its own,
+next to the registry: ``app`` (wiring), ``api`` (the ``/ap/v1/agent``
+routes), ``service`` (what each request changes), ``states`` (every
+entity's state machine and who may move it), ``records`` and ``store``
+(SQLite or PostgreSQL through SQLAlchemy, migrated by Alembic),
+``server`` (gunicorn). See docs/agent-protocol.md.
+
+May import: ``registry.executor`` and ``registry.client`` (agents are
+fetched and run through them), ``registry.rendering`` (the render limits
+inputs are checked under), ``registry.format.definition`` (the rule for an
+agent's name), the shared modules, and of the registry's
+HTTP layer only its problem responses and bearer-token checks
+(``registry.serving.problems``, ``registry.serving.auth``) and its
+gunicorn workers (``registry.serving.server``): one way to answer errors
+and tokens across both services.
+"""

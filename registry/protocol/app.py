@@ -1,0 +1,92 @@
+"""``create_app``: the Agent Protocol service's WSGI application, wired.
+
+It runs next to the registry, not inside it: agents come through a
+``RegistryClient`` (over HTTP, or in process for a local library) and run
+on an ``Executor``; both are built by the caller (``prompt-registry agents
+serve``, or a test) and handed in. Errors are the registry's RFC 9457
+problems, with the protocol's ``message`` member too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from flask import Flask, Response
+
+from registry.client import RegistryClient
+from registry.errors import ConfigurationError
+from registry.executor import Executor
+from registry.protocol.api import bp
+from registry.protocol.service import TaskService
+from registry.protocol.store import TaskStore
+from registry.serving.problems import register_error_handlers
+from registry.settings import Settings
+
+OPENAPI_FILE = Path(__file__).with_name("openapi.yaml")
+_MULTIPART_ALLOWANCE = 64 * 1024
+"""Room for a multipart body's boundaries and headers around the largest artifact."""
+
+
+def database_url(settings: Settings) -> str:
+    """The configured database, else ``tasks.db`` in the data directory."""
+    if settings.agents_database_url:
+        return settings.agents_database_url
+    if not settings.data_dir:
+        raise ConfigurationError(
+            "the Agent Protocol service keeps its tasks in a database: give --data-dir or --database-url"
+        )
+    os.makedirs(settings.data_dir, exist_ok=True)
+    return f"sqlite:///{os.path.abspath(os.path.join(settings.data_dir, 'tasks.db'))}"
+
+
+def create_app(settings: Settings, *, executor: Executor, registry: RegistryClient) -> Flask:
+    """The service over ``settings``' database, running agents from
+    ``registry`` on ``executor``. Steps left running by a stopped process
+    are failed first (they can be retried)."""
+    store = TaskStore(database_url(settings))
+    service = TaskService(
+        store,
+        executor,
+        registry,
+        default_release=settings.agents_release,
+        max_artifact_bytes=settings.agents_max_artifact_bytes,
+    )
+    service.recover()
+    app = Flask("registry.protocol", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = (
+        max(settings.max_request_bytes, settings.agents_max_artifact_bytes) + _MULTIPART_ALLOWANCE
+    )
+    app.url_map.strict_slashes = False
+    app.extensions["agent_protocol.service"] = service
+    app.extensions["agent_protocol.tokens"] = (settings.api_tokens, settings.admin_tokens)
+    app.register_blueprint(bp)
+    register_error_handlers(app, detail_member="message")
+
+    @app.get("/ap/v1/openapi.json")
+    def openapi() -> Response:
+        return Response(_openapi_json(), mimetype="application/json")
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response('{"status": "ok"}', mimetype="application/json")
+
+    app.extensions["agent_protocol.close"] = store.close
+    return app
+
+
+def openapi_document() -> dict[str, Any]:
+    """Our OpenAPI document: the protocol's operations and schemas, and our
+    extensions (a fresh copy: a caller may change it)."""
+    document: dict[str, Any] = json.loads(_openapi_json())
+    return document
+
+
+@cache
+def _openapi_json() -> bytes:
+    with OPENAPI_FILE.open(encoding="utf-8") as handle:
+        return json.dumps(yaml.safe_load(handle)).encode("utf-8")

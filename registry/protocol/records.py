@@ -1,0 +1,93 @@
+"""What the Agent Protocol service keeps: tasks, steps, actions, artifacts
+and each task's run journal, as plain frozen records.
+
+The store (``registry.protocol.store``) reads and writes these; the service
+(``registry.protocol.service``) decides what they become; the HTTP layer
+(``registry.protocol.api``) turns them into the protocol's JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    task_id: str
+    owner: str
+    """Who created it: a digest of the bearer token (``anonymous`` when the service asks for none)."""
+    input: str | None
+    additional_input: dict[str, Any]
+    agent: str
+    """``usecase/name``."""
+    release_requested: str
+    release_tag: str
+    release_commit: str
+    digest: str
+    inputs: dict[str, Any]
+    """The agent's inputs, checked when the task was created."""
+    status: str
+    """``created``, ``running``, ``waiting_for_input``, ``completed``, ``failed`` or ``cancelled``."""
+    created_at: datetime
+    updated_at: datetime
+    outcome: str | None = None
+    """The run's outcome once it is over: ``completed``, ``blocked``, ``exhausted`` or ``failed``."""
+    output: str | None = None
+    error: str | None = None
+    steps: int = 0
+    """How many steps the task has had."""
+    running_step_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step_id: str
+    task_id: str
+    number: int
+    """1 for the first step of the task."""
+    status: str
+    """``created``, ``running``, ``completed`` or ``failed``."""
+    created_at: datetime
+    name: str | None = None
+    input: str | None = None
+    additional_input: dict[str, Any] = field(default_factory=dict)
+    output: str | None = None
+    additional_output: dict[str, Any] | None = None
+    is_last: bool = False
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    action_id: str
+    task_id: str
+    step_id: str
+    """The step that proposed it."""
+    key: str
+    """Where the run records the decision (its journal key)."""
+    agent: str
+    tool: str
+    arguments: dict[str, Any]
+    thought: str | None
+    status: str
+    """``pending``, then ``approved``, ``rejected`` or ``edited``."""
+    created_at: datetime
+    decided_by_step_id: str | None = None
+    reason: str | None = None
+    edited_arguments: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    artifact_id: str
+    task_id: str
+    agent_created: bool
+    file_name: str
+    relative_path: str | None
+    content_type: str
+    size: int
+    sha256: str
+    created_at: datetime
+    step_id: str | None = None

@@ -1,0 +1,615 @@
+"""The Agent Protocol service's tasks, steps, actions, artifacts and run
+journals, kept in SQLite (embedded, one process) or PostgreSQL (shared by
+replicas), through one SQLAlchemy engine.
+
+``TaskStore(url)`` takes ``sqlite:///path/to/tasks.db`` or
+``postgresql+psycopg://user:password@host/database`` and brings the schema to
+the latest revision on construction (Alembic, ``migrations/`` beside this
+module). Every method is one transaction of its own and returns the frozen
+records of ``registry.protocol.records``.
+
+Errors: a URL that cannot be used at startup raises ``ConfigurationError``
+(one line, password redacted); a database failure afterwards raises
+``StoreError``. Anything else that escapes is a bug in the caller or here.
+
+At most one step of a task runs at a time, across threads and replicas:
+``claim_task`` is a conditional UPDATE of the task's status, and of two
+concurrent claims exactly one changes a row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.util import CommandError
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    case,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.sql.elements import ColumnElement
+
+from registry.errors import ConfigurationError, StoreError
+from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.settings import redact
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+"""Alembic's script directory: ``env.py`` and ``versions/``."""
+
+# Any constant shared by every replica; ours spells "prompreg" in ASCII.
+_MIGRATION_LOCK = 0x70726F6D70726567
+
+# The execution option that makes a SQLite transaction take the write lock
+# when it begins (BEGIN IMMEDIATE): a transaction that reads first and writes
+# later could otherwise fail at once with "database is locked" instead of
+# waiting out the busy timeout.
+_WRITES = "registry_writes"
+
+_SQLITE_BUSY_TIMEOUT_MS = 5000
+
+# Alembic's ``context`` and ``op`` are module-level proxies: two upgrades at
+# once in one process (two stores opened together) would share them.
+_UPGRADING = threading.Lock()
+
+# The driver failed, the server is gone, or the pool has no connection left.
+# Other SQLAlchemy errors (a value that cannot be bound...) are bugs, not outages.
+_DATABASE_FAILURES = (sa_exc.DBAPIError, sa_exc.TimeoutError)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend: SQLite keeps no zone,
+    so values are stored as UTC and read back with ``timezone.utc``."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"a naive datetime cannot be stored as UTC: {value.isoformat()}")
+        utc = value.astimezone(timezone.utc)
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _nullable_json() -> JSON:
+    # None is SQL NULL, not the JSON value null, so that it reads back as None.
+    return JSON(none_as_null=True)
+
+
+METADATA = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+"""The schema as the code reads it; ``migrations/versions/`` creates it, and a
+test checks that the two agree."""
+
+tasks = Table(
+    "tasks",
+    METADATA,
+    Column("task_id", String, primary_key=True),
+    Column("owner", String, nullable=False),
+    Column("input", Text),
+    Column("additional_input", JSON, nullable=False),
+    Column("agent", String, nullable=False),
+    Column("release_requested", String, nullable=False),
+    Column("release_tag", String, nullable=False),
+    Column("release_commit", String, nullable=False),
+    Column("digest", String, nullable=False),
+    Column("inputs", JSON, nullable=False),
+    Column("status", String, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("outcome", String),
+    Column("output", Text),
+    Column("error", Text),
+    Column("steps", Integer, nullable=False),
+    Column("running_step_id", String),
+    Index(None, "owner", "created_at", "task_id"),
+    Index(None, "created_at", "task_id"),
+)
+
+steps = Table(
+    "steps",
+    METADATA,
+    Column("step_id", String, primary_key=True),
+    Column("task_id", String, ForeignKey("tasks.task_id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("status", String, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("name", String),
+    Column("input", Text),
+    Column("additional_input", JSON, nullable=False),
+    Column("output", Text),
+    Column("additional_output", _nullable_json()),
+    Column("is_last", Boolean, nullable=False),
+    Column("finished_at", UTCDateTime),
+    # Two steps numbered alike would mean two claims both won.
+    Index(None, "task_id", "number", unique=True),
+    # fail_running_steps: the few running steps among all those ever run.
+    Index(None, "status"),
+)
+
+# Actions and artifacts name steps without a foreign key: the service decides
+# in which order it writes a step and what the step produced.
+actions = Table(
+    "actions",
+    METADATA,
+    Column("action_id", String, primary_key=True),
+    Column("task_id", String, ForeignKey("tasks.task_id", ondelete="CASCADE"), nullable=False),
+    Column("step_id", String, nullable=False),
+    Column("key", String, nullable=False),
+    Column("agent", String, nullable=False),
+    Column("tool", String, nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("thought", Text),
+    Column("status", String, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("decided_by_step_id", String),
+    Column("reason", Text),
+    Column("edited_arguments", _nullable_json()),
+    Index(None, "task_id", "created_at", "action_id"),
+)
+
+artifacts = Table(
+    "artifacts",
+    METADATA,
+    Column("artifact_id", String, primary_key=True),
+    Column("task_id", String, ForeignKey("tasks.task_id", ondelete="CASCADE"), nullable=False),
+    Column("agent_created", Boolean, nullable=False),
+    Column("file_name", String, nullable=False),
+    Column("relative_path", String),
+    Column("content_type", String, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("sha256", String, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("step_id", String),
+    Index(None, "task_id", "created_at", "artifact_id"),
+)
+
+# The bytes apart from the metadata, so that listing never reads them.
+artifact_data = Table(
+    "artifact_data",
+    METADATA,
+    Column("artifact_id", String, ForeignKey("artifacts.artifact_id", ondelete="CASCADE"), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+journal = Table(
+    "journal",
+    METADATA,
+    Column("task_id", String, ForeignKey("tasks.task_id", ondelete="CASCADE"), primary_key=True),
+    Column("key", String, primary_key=True),
+    Column("event", JSON, nullable=False),
+    Column("recorded_at", UTCDateTime, nullable=False),
+)
+
+
+class TaskStore:
+    """Tasks, steps, actions, artifacts and journals in one database."""
+
+    def __init__(self, url: str) -> None:
+        self._engine = _create_engine(url)
+        try:
+            _upgrade(self._engine, url)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def close(self) -> None:
+        """Close every connection the store holds."""
+        self._engine.dispose()
+
+    # Tasks
+
+    def create_task(self, task: TaskRecord) -> None:
+        """Add a new task."""
+        with self._transaction(writes=True) as db:
+            db.execute(insert(tasks).values(**_values(task)))
+
+    def get_task(self, task_id: str, *, owner: str | None) -> TaskRecord | None:
+        """The task, if it exists and belongs to ``owner`` (``None``: to anyone)."""
+        with self._transaction() as db:
+            row = db.execute(select(tasks).where(tasks.c.task_id == task_id, *_owned_by(owner))).one_or_none()
+        return None if row is None else TaskRecord(**row._mapping)
+
+    def list_tasks(self, *, owner: str | None, offset: int, limit: int) -> tuple[list[TaskRecord], int]:
+        """A page of the tasks of ``owner`` (``None``: everyone's), oldest
+        first, and how many there are in all."""
+        owned = _owned_by(owner)
+        with self._transaction() as db:
+            total = db.execute(select(func.count()).select_from(tasks).where(*owned)).scalar_one()
+            rows = db.execute(
+                select(tasks).where(*owned).order_by(tasks.c.created_at, tasks.c.task_id).offset(offset).limit(limit)
+            ).all()
+        return [TaskRecord(**row._mapping) for row in rows], total
+
+    def claim_task(
+        self, task_id: str, *, owner: str | None, step: StepRecord, from_states: Collection[str]
+    ) -> TaskRecord | None:
+        """Start ``step`` of the task if the task (of ``owner``; ``None``: of
+        anyone) is in one of ``from_states``: the task becomes ``running``
+        with ``step`` as its running step and one step more, and ``step`` is
+        stored as ``running``, numbered by the task's new count of steps
+        (``step.number`` is not used: only the database knows it for sure);
+        the task's ``updated_at`` is the step's ``created_at``.
+        Returns the task as it now is, or ``None``, changing nothing, when
+        the task is not there or not in one of ``from_states`` (another
+        claim won, say)."""
+        with self._transaction(writes=True) as db:
+            claimed = db.execute(
+                update(tasks)
+                .where(tasks.c.task_id == task_id, tasks.c.status.in_(from_states), *_owned_by(owner))
+                .values(
+                    status="running",
+                    running_step_id=step.step_id,
+                    steps=tasks.c.steps + 1,
+                    updated_at=step.created_at,
+                )
+            )
+            if claimed.rowcount != 1:
+                return None
+            task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == task_id)).one()._mapping)
+            started = dataclasses.replace(step, number=task.steps, status="running")
+            db.execute(insert(steps).values(**_values(started)))
+        return task
+
+    def set_task_status(self, task_id: str, *, from_states: Collection[str], task: TaskRecord) -> bool:
+        """Write the task's ``status``, ``outcome``, ``output``, ``error`` and
+        ``updated_at`` from ``task`` if the task is in one of
+        ``from_states`` (a cancel, say). Returns ``False``, changing
+        nothing, when it is not there or in another state."""
+        with self._transaction(writes=True) as db:
+            changed = db.execute(
+                update(tasks)
+                .where(tasks.c.task_id == task_id, tasks.c.status.in_(from_states))
+                .values(
+                    status=task.status,
+                    outcome=task.outcome,
+                    output=task.output,
+                    error=task.error,
+                    updated_at=task.updated_at,
+                )
+            )
+        return changed.rowcount == 1
+
+    def finish_step(self, step: StepRecord, task: TaskRecord) -> bool:
+        """Write the step's final fields (``status``, ``name``, ``output``,
+        ``additional_output``, ``is_last``, ``finished_at``) and the task's
+        (``status``, ``outcome``, ``output``, ``error``, ``updated_at``),
+        leaving the task with no running step. Returns ``False``, changing
+        nothing, when the step is no longer the task's running step (it
+        was failed by ``fail_running_steps`` meanwhile)."""
+        with self._transaction(writes=True) as db:
+            finished = db.execute(
+                update(tasks)
+                .where(tasks.c.task_id == task.task_id, tasks.c.running_step_id == step.step_id)
+                .values(
+                    status=task.status,
+                    outcome=task.outcome,
+                    output=task.output,
+                    error=task.error,
+                    running_step_id=None,
+                    updated_at=task.updated_at,
+                )
+            )
+            if finished.rowcount != 1:
+                return False
+            db.execute(
+                update(steps)
+                .where(steps.c.step_id == step.step_id)
+                .values(
+                    status=step.status,
+                    name=step.name,
+                    output=step.output,
+                    additional_output=step.additional_output,
+                    is_last=step.is_last,
+                    finished_at=step.finished_at,
+                )
+            )
+        return True
+
+    def fail_running_steps(self, reason: str) -> int:
+        """Fail every step left ``running`` (by a process that stopped
+        mid-step), with ``additional_output`` ``{"error": reason}``; a
+        ``running`` task of one goes back to ``waiting_for_input``, and
+        none has a running step any more. Returns how many steps failed.
+        Every running step: with replicas sharing the database, those the
+        other replicas are running too (``finish_step`` then tells them)."""
+        now = datetime.now(timezone.utc)
+        running = select(steps.c.step_id).where(steps.c.status == "running")
+        with self._transaction(writes=True) as db:
+            db.execute(
+                update(tasks)
+                .where(tasks.c.running_step_id.in_(running))
+                .values(
+                    status=case((tasks.c.status == "running", "waiting_for_input"), else_=tasks.c.status),
+                    running_step_id=None,
+                    updated_at=now,
+                )
+            )
+            failed = db.execute(
+                update(steps)
+                .where(steps.c.status == "running")
+                .values(status="failed", additional_output={"error": reason}, finished_at=now)
+            )
+        return failed.rowcount
+
+    # Steps
+
+    def get_step(self, task_id: str, step_id: str) -> StepRecord | None:
+        """The step of the task, if it exists."""
+        with self._transaction() as db:
+            row = db.execute(select(steps).where(steps.c.task_id == task_id, steps.c.step_id == step_id)).one_or_none()
+        return None if row is None else StepRecord(**row._mapping)
+
+    def list_steps(self, task_id: str, *, offset: int, limit: int) -> tuple[list[StepRecord], int]:
+        """A page of the task's steps, by number, and how many there are in all."""
+        with self._transaction() as db:
+            total = db.execute(select(func.count()).select_from(steps).where(steps.c.task_id == task_id)).scalar_one()
+            rows = db.execute(
+                select(steps).where(steps.c.task_id == task_id).order_by(steps.c.number).offset(offset).limit(limit)
+            ).all()
+        return [StepRecord(**row._mapping) for row in rows], total
+
+    # Actions
+
+    def add_action(self, action: ActionRecord) -> None:
+        """Add an action a step proposed."""
+        with self._transaction(writes=True) as db:
+            db.execute(insert(actions).values(**_values(action)))
+
+    def pending_action(self, task_id: str) -> ActionRecord | None:
+        """The task's oldest action still ``pending``, if any."""
+        with self._transaction() as db:
+            row = db.execute(
+                select(actions)
+                .where(actions.c.task_id == task_id, actions.c.status == "pending")
+                .order_by(actions.c.created_at, actions.c.action_id)
+                .limit(1)
+            ).one_or_none()
+        return None if row is None else ActionRecord(**row._mapping)
+
+    def decide_action(
+        self,
+        action_id: str,
+        *,
+        status: str,
+        step_id: str,
+        reason: str | None,
+        edited_arguments: dict[str, Any] | None,
+    ) -> bool:
+        """Record the decision on a ``pending`` action, made in step
+        ``step_id``. Returns ``False``, changing nothing, when the action is
+        not there or was decided already."""
+        with self._transaction(writes=True) as db:
+            decided = db.execute(
+                update(actions)
+                .where(actions.c.action_id == action_id, actions.c.status == "pending")
+                .values(status=status, decided_by_step_id=step_id, reason=reason, edited_arguments=edited_arguments)
+            )
+        return decided.rowcount == 1
+
+    def list_actions(self, task_id: str) -> list[ActionRecord]:
+        """The task's actions, oldest first."""
+        with self._transaction() as db:
+            rows = db.execute(
+                select(actions).where(actions.c.task_id == task_id).order_by(actions.c.created_at, actions.c.action_id)
+            ).all()
+        return [ActionRecord(**row._mapping) for row in rows]
+
+    # Artifacts
+
+    def add_artifact(self, artifact: ArtifactRecord, data: bytes) -> None:
+        """Add an artifact and its bytes."""
+        with self._transaction(writes=True) as db:
+            db.execute(insert(artifacts).values(**_values(artifact)))
+            db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
+
+    def list_artifacts(self, task_id: str, *, offset: int, limit: int) -> tuple[list[ArtifactRecord], int]:
+        """A page of the task's artifacts, oldest first, and how many there are in all."""
+        with self._transaction() as db:
+            total = db.execute(
+                select(func.count()).select_from(artifacts).where(artifacts.c.task_id == task_id)
+            ).scalar_one()
+            rows = db.execute(
+                select(artifacts)
+                .where(artifacts.c.task_id == task_id)
+                .order_by(artifacts.c.created_at, artifacts.c.artifact_id)
+                .offset(offset)
+                .limit(limit)
+            ).all()
+        return [ArtifactRecord(**row._mapping) for row in rows], total
+
+    def get_artifact(self, task_id: str, artifact_id: str) -> tuple[ArtifactRecord, bytes] | None:
+        """The task's artifact and its bytes, if it exists."""
+        with self._transaction() as db:
+            row = db.execute(
+                select(artifacts, artifact_data.c.data)
+                .join(artifact_data, artifact_data.c.artifact_id == artifacts.c.artifact_id)
+                .where(artifacts.c.task_id == task_id, artifacts.c.artifact_id == artifact_id)
+            ).one_or_none()
+        if row is None:
+            return None
+        fields = dict(row._mapping)
+        data = bytes(fields.pop("data"))
+        return ArtifactRecord(**fields), data
+
+    # The run journal
+
+    def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
+        """Every event recorded for the task, by key."""
+        with self._transaction() as db:
+            rows = db.execute(select(journal.c.key, journal.c.event).where(journal.c.task_id == task_id)).all()
+        return {row.key: row.event for row in rows}
+
+    def record_event(self, task_id: str, key: str, event: Mapping[str, Any]) -> None:
+        """Record the event under ``key``, replacing any recorded before;
+        committed (durable) once this returns."""
+        values = {"task_id": task_id, "key": key, "event": dict(event), "recorded_at": datetime.now(timezone.utc)}
+        with self._transaction(writes=True) as db:
+            db.execute(_upsert_event(db.dialect.name, values))
+
+    @contextmanager
+    def _transaction(self, *, writes: bool = False) -> Iterator[Connection]:
+        """One transaction, committed when the block ends without an error;
+        database failures come out as ``StoreError``."""
+        try:
+            with self._engine.connect() as connection:
+                connection.execution_options(**{_WRITES: writes})
+                with connection.begin():
+                    yield connection
+        except _DATABASE_FAILURES as exc:
+            raise StoreError(f"the task store failed: {_first_line(exc)}") from exc
+
+
+def _create_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError as exc:
+        raise ConfigurationError(f"the task store URL is not a database URL: {redact(url)!r}") from exc
+    if parsed.drivername == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ConfigurationError(f"the task store URL names no database file: {redact(url)!r}")
+        engine = create_engine(parsed)
+        event.listen(engine, "connect", _configure_sqlite)
+        event.listen(engine, "begin", _begin_sqlite)
+        return engine
+    if parsed.drivername == "postgresql+psycopg":
+        # pool_pre_ping: a connection the server closed (a restart, a failover)
+        # is replaced instead of failing the next request.
+        return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 5})
+    raise ConfigurationError(
+        f"the task store URL must start with sqlite:/// or postgresql+psycopg://, not {redact(url)!r}"
+    )
+
+
+def _configure_sqlite(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+    # The driver's own transaction handling begins transactions only before
+    # writes and never before DDL; _begin_sqlite begins each one instead.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+        _use_wal(cursor)
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Put the database in WAL mode (readers never wait for the writer, nor
+    the writer for them), which the file keeps once set."""
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            # SQLite answers "locked" at once here, without waiting out the busy
+            # timeout, while another process opens a new file or switches it to WAL.
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _begin_sqlite(connection: Connection) -> None:
+    writes = connection.get_execution_options().get(_WRITES, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def _upgrade(engine: Engine, url: str) -> None:
+    """Bring the schema to the latest revision, in one transaction."""
+    config = Config()
+    # The option goes through ConfigParser, which would read a % as interpolation.
+    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    try:
+        with _UPGRADING, engine.connect() as connection:
+            # On SQLite, BEGIN IMMEDIATE makes a second process wait for the first one's upgrade.
+            connection.execution_options(**{_WRITES: True})
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    # Replicas starting together: one upgrades, the others
+                    # wait here, then find the schema at the latest revision.
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+    except _DATABASE_FAILURES as exc:
+        raise ConfigurationError(
+            f"cannot open the task store at {redact(url)}: {_first_line(exc, engine.url)}"
+        ) from exc
+    except CommandError as exc:
+        # A revision this version does not know: a newer one upgraded the database.
+        raise ConfigurationError(f"cannot migrate the task store at {redact(url)}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: Exception, url: URL | None = None) -> str:
+    """The error in one line: the driver's own message when there is one
+    (SQLAlchemy's adds the statement and its parameters, an event or an
+    artifact's bytes among them), without the URL's password."""
+    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    line = lines[0] if lines else type(cause).__name__
+    if url is not None and url.password:
+        line = line.replace(str(url.password), "***")
+    return line
+
+
+def _owned_by(owner: str | None) -> list[ColumnElement[bool]]:
+    return [] if owner is None else [tasks.c.owner == owner]
+
+
+def _values(record: TaskRecord | StepRecord | ActionRecord | ArtifactRecord) -> dict[str, Any]:
+    # The tables' columns are named after the records' fields.
+    return {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
+
+
+def _upsert_event(dialect: str, values: dict[str, Any]) -> postgresql.Insert | sqlite.Insert:
+    statement = postgresql.insert(journal) if dialect == "postgresql" else sqlite.insert(journal)
+    statement = statement.values(**values)
+    return statement.on_conflict_do_update(
+        index_elements=[journal.c.task_id, journal.c.key],
+        set_={"event": statement.excluded.event, "recorded_at": statement.excluded.recorded_at},
+    )
