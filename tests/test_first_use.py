@@ -199,6 +199,7 @@ OPTIONAL_IMPORTS = {
     "opentelemetry-semantic-conventions",  # the SDK's resource attributes
     "psutil",  # the SDK's process resource detector; tests/test_server.py needs it
     "pygments",  # httpx's command line (httpx._main), imported when its extras are present
+    "rich",  # the same, brought here by schemathesis (tests/test_protocol_conformance.py)
 }
 
 

@@ -109,6 +109,21 @@ def make(library: LibraryRepo, tmp_path: Path) -> Iterator[Any]:
         service.close()
 
 
+def concurrent_steps(service: Service, task_id: str, count: int = 2) -> list[int]:
+    """The statuses of ``count`` step requests on one task, sent at once."""
+    statuses: list[int] = []
+
+    def post() -> None:
+        statuses.append(service.http().post(f"/ap/v1/agent/tasks/{task_id}/steps").status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
 def create(http: FlaskClient, agent: str, **extra: Any) -> dict[str, Any]:
     response = http.post("/ap/v1/agent/tasks", json={"additional_input": {"agent": agent, **extra}})
     assert response.status_code == 200, response.get_json()
@@ -212,6 +227,7 @@ def test_approve_reject_and_edit_decide_a_pending_action(make: Any) -> None:
     proposed = step(http, task)
     action = proposed["additional_output"]["action"]
     assert (action["tool"], action["arguments"], action["thought"]) == ("lookup", {"word": "ox"}, "look it up")
+    assert proposed["additional_output"]["llm_calls"] == 1
     assert service.calls == []
     step(http, task, expect=409)  # a decision is due
     step(http, task, decision="reject", reason="not that one")
@@ -263,18 +279,7 @@ def test_two_concurrent_steps_of_one_task_one_runs_the_other_gets_409(make: Any)
     service = make([{"content": "slow", "delay": 0.5}])
     http = service.http()
     task = create(http, "s/draft", inputs={"question": "q"})["task_id"]
-    statuses: list[int] = []
-    threads = [
-        threading.Thread(
-            target=lambda: statuses.append(service.http().post(f"/ap/v1/agent/tasks/{task}/steps").status_code)
-        )
-        for _ in range(2)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(statuses) == [200, 409]
+    assert sorted(concurrent_steps(service, task)) == [200, 409]
 
 
 # --- access ------------------------------------------------------------------------------
@@ -476,18 +481,7 @@ def test_tasks_run_the_same_over_postgresql(library: LibraryRepo, tmp_path: Path
     try:
         http = service.http()
         task = create(http, "s/gated", inputs={"question": "q"})["task_id"]
-        statuses: list[int] = []
-        threads = [
-            threading.Thread(
-                target=lambda: statuses.append(service.http().post(f"/ap/v1/agent/tasks/{task}/steps").status_code)
-            )
-            for _ in range(2)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert sorted(statuses) == [200, 409]
+        assert sorted(concurrent_steps(service, task)) == [200, 409]
         last = step(http, task)
         assert (last["is_last"], last["output"]) == (True, "drafted")
         assert http.get(f"/ap/v1/agent/tasks/{task}").get_json()["status"] == "completed"

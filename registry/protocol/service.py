@@ -274,7 +274,13 @@ class TaskService:
 
     def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult) -> StepRecord:
         trace = result.run_trace
-        live = [s for s in trace.spans("chat") if not s.attributes.get("registry.replayed")]
+        # The model calls this step made: not replayed, and answered (a call
+        # the step ended on, parked for the next step, has no reply).
+        live = [
+            s
+            for s in trace.spans("chat")
+            if "registry.reply" in s.attributes and not s.attributes.get("registry.replayed")
+        ]
         usage = {
             "input_tokens": sum(s.attributes.get("gen_ai.usage.input_tokens") or 0 for s in live),
             "output_tokens": sum(s.attributes.get("gen_ai.usage.output_tokens") or 0 for s in live),
