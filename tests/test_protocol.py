@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -487,3 +488,23 @@ def test_tasks_run_the_same_over_postgresql(library: LibraryRepo, tmp_path: Path
         assert http.get(f"/ap/v1/agent/tasks/{task}").get_json()["status"] == "completed"
     finally:
         service.close()
+
+
+def test_a_replica_that_starts_leaves_the_steps_of_live_ones_alone(library: LibraryRepo, tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = Service(library, tmp_path / "a", [{"content": "slow", "delay": 1.0}], agents_database_url=database)
+    try:
+        task = create(first.http(), "s/draft", inputs={"question": "q"})["task_id"]
+        answers: list[int] = []
+        running = threading.Thread(
+            target=lambda: answers.append(first.http().post(f"/ap/v1/agent/tasks/{task}/steps").status_code)
+        )
+        running.start()
+        time.sleep(0.3)
+        second = Service(library, tmp_path / "b", [], agents_database_url=database)  # recovers on start
+        second.close()
+        running.join()
+        steps = first.http().get(f"/ap/v1/agent/tasks/{task}/steps").get_json()["steps"]
+        assert answers == [200] and steps[0]["additional_output"]["state"] == "completed"
+    finally:
+        first.close()

@@ -46,8 +46,8 @@ def database_url(settings: Settings) -> str:
 
 def create_app(settings: Settings, *, executor: Executor, registry: RegistryClient) -> Flask:
     """The service over ``settings``' database, running agents from
-    ``registry`` on ``executor``. Steps left running by a stopped process
-    are failed first (they can be retried)."""
+    ``registry`` on ``executor``. Steps left running by a process that is
+    gone are failed first (they can be retried)."""
     store = TaskStore(database_url(settings))
     service = TaskService(
         store,
@@ -56,7 +56,7 @@ def create_app(settings: Settings, *, executor: Executor, registry: RegistryClie
         default_release=settings.agents_release,
         max_artifact_bytes=settings.agents_max_artifact_bytes,
     )
-    service.recover()
+    service.start()
     app = Flask("registry.protocol", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = (
         max(settings.max_request_bytes, settings.agents_max_artifact_bytes) + _MULTIPART_ALLOWANCE
@@ -75,7 +75,11 @@ def create_app(settings: Settings, *, executor: Executor, registry: RegistryClie
     def healthz() -> Response:
         return Response('{"status": "ok"}', mimetype="application/json")
 
-    app.extensions["agent_protocol.close"] = store.close
+    def close() -> None:
+        service.close()
+        store.close()
+
+    app.extensions["agent_protocol.close"] = close
     return app
 
 

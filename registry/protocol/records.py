@@ -57,6 +57,8 @@ class StepRecord:
     additional_output: dict[str, Any] | None = None
     is_last: bool = False
     finished_at: datetime | None = None
+    runner_id: str | None = None
+    """The process that runs (or ran) it: a step whose process is gone is failed."""
 
 
 @dataclass(frozen=True)

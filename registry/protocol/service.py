@@ -15,12 +15,16 @@ tokens see every task.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import mimetypes
+import os
 import posixpath
 import re
+import socket
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -54,6 +58,12 @@ from registry.rendering.sandbox import RenderLimits
 log = logging.getLogger("registry.protocol")
 
 ANONYMOUS = "anonymous"
+HEARTBEAT_SECONDS = 5.0
+"""How often a runner says it is alive."""
+STALE_SECONDS = 30.0
+"""A runner not seen for this long is gone, and its running steps are failed."""
+RECOVER_EVERY = 6
+"""Heartbeats between two looks for the steps of runners that are gone."""
 DECISIONS = ("approve", "reject", "edit")
 _DECIDED = {"approve": "approved", "reject": "rejected", "edit": "edited"}
 ANSWER_FILE = "answer.md"
@@ -122,17 +132,57 @@ class TaskService:
         self.registry = registry
         self.default_release = default_release
         self.max_artifact_bytes = max_artifact_bytes
+        self.runner_id = str(uuid.uuid4())
+        self._stopping = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Register this process as a runner of steps, fail the steps of
+        runners that are gone, and keep both up to date in the background."""
+        self.store.register_runner(self.runner_id, host=socket.gethostname(), pid=os.getpid(), now=_now())
+        self.recover()
+        self._heartbeat = threading.Thread(target=self._beat, name="agent-protocol-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def close(self) -> None:
+        self._stopping.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=5)
+        with contextlib.suppress(RegistryError):
+            self.store.unregister_runner(self.runner_id)
 
     def recover(self) -> int:
-        """On start: steps a stopped process left running are failed, and
-        their tasks can go on (``recover`` in the state table)."""
-        count = self.store.fail_running_steps(
+        """Fail the steps whose process is gone (``recover`` in the state
+        table): a process of this host that no longer exists, or a runner
+        not seen for ``STALE_SECONDS``. Their tasks can go on; steps that
+        live processes run are left alone."""
+        now = _now()
+        host = socket.gethostname()
+        dead = [
+            runner_id
+            for runner_id, runner_host, pid, seen_at in self.store.runners()
+            if runner_id != self.runner_id
+            and ((runner_host == host and not _process_exists(pid)) or (now - seen_at).total_seconds() > STALE_SECONDS)
+        ]
+        count = self.store.fail_orphaned_steps(
             "the service stopped while this step ran; nothing it recorded is lost, and a tool call it had"
-            " started is not made again: post a new step to go on"
+            " started is not made again: post a new step to go on",
+            dead=dead,
         )
         if count:
             log.warning("marked %d step(s) left running by a stopped process as failed", count)
         return count
+
+    def _beat(self) -> None:
+        beats = 0
+        while not self._stopping.wait(HEARTBEAT_SECONDS):
+            beats += 1
+            try:
+                self.store.beat(self.runner_id, _now())
+                if beats % RECOVER_EVERY == 0:
+                    self.recover()
+            except RegistryError as exc:  # the database is away: try again at the next beat
+                log.warning("runner heartbeat failed: %s", exc)
 
     # --- tasks ---------------------------------------------------------------------------
 
@@ -227,6 +277,7 @@ class TaskService:
             created_at=_now(),
             input=text,
             additional_input=dict(extra),
+            runner_id=self.runner_id,
         )
         claimed = self.store.claim_task(
             task_id, owner=caller.scope, step=step, from_states=("created", "waiting_for_input")
@@ -343,7 +394,11 @@ class TaskService:
             is_last=result.is_last,
             finished_at=now,
         )
-        self.store.finish_step(finished, finished_task)
+        if not self.store.finish_step(finished, finished_task):
+            # Another process took this step for dead and failed it meanwhile:
+            # what is stored is the answer.
+            stored = self.store.get_step(task.task_id, step.step_id)
+            return stored if stored is not None else finished
         return finished
 
     def _finish_failed(self, task: TaskRecord, step: StepRecord, reason: str) -> StepRecord:
@@ -610,6 +665,16 @@ def _content_type(given: str | None, name: str) -> str:
         return given
     guessed, _ = mimetypes.guess_type(name)
     return guessed or "application/octet-stream"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
 
 
 def _now() -> datetime:

@@ -48,11 +48,14 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    and_,
     case,
     create_engine,
+    delete,
     event,
     func,
     insert,
+    or_,
     select,
     text,
     update,
@@ -166,6 +169,7 @@ steps = Table(
     Column("additional_output", _nullable_json()),
     Column("is_last", Boolean, nullable=False),
     Column("finished_at", UTCDateTime),
+    Column("runner_id", String),
     # Two steps numbered alike would mean two claims both won.
     Index(None, "task_id", "number", unique=True),
     # fail_running_steps: the few running steps among all those ever run.
@@ -215,6 +219,18 @@ artifact_data = Table(
     METADATA,
     Column("artifact_id", String, ForeignKey("artifacts.artifact_id", ondelete="CASCADE"), primary_key=True),
     Column("data", LargeBinary, nullable=False),
+)
+
+# The processes that run steps, and when each was last seen alive: a running
+# step whose process is gone is failed by the others (fail_orphaned_steps).
+runners = Table(
+    "runners",
+    METADATA,
+    Column("runner_id", String, primary_key=True),
+    Column("host", String, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("seen_at", UTCDateTime, nullable=False),
 )
 
 journal = Table(
@@ -375,6 +391,57 @@ class TaskStore:
                 .where(steps.c.status == "running")
                 .values(status="failed", additional_output={"error": reason}, finished_at=now)
             )
+        return failed.rowcount
+
+    # Runners
+
+    def register_runner(self, runner_id: str, *, host: str, pid: int, now: datetime) -> None:
+        """Say that process ``pid`` of ``host`` runs steps, as ``runner_id``."""
+        with self._transaction(writes=True) as db:
+            db.execute(insert(runners).values(runner_id=runner_id, host=host, pid=pid, started_at=now, seen_at=now))
+
+    def beat(self, runner_id: str, now: datetime) -> None:
+        """The runner is alive at ``now``."""
+        with self._transaction(writes=True) as db:
+            db.execute(update(runners).where(runners.c.runner_id == runner_id).values(seen_at=now))
+
+    def unregister_runner(self, runner_id: str) -> None:
+        with self._transaction(writes=True) as db:
+            db.execute(delete(runners).where(runners.c.runner_id == runner_id))
+
+    def runners(self) -> list[tuple[str, str, int, datetime]]:
+        """Every registered runner: its id, host, process id and when it was last seen."""
+        with self._transaction() as db:
+            rows = db.execute(select(runners.c.runner_id, runners.c.host, runners.c.pid, runners.c.seen_at)).all()
+        return [(row.runner_id, row.host, row.pid, row.seen_at) for row in rows]
+
+    def fail_orphaned_steps(self, reason: str, *, dead: Collection[str]) -> int:
+        """Fail the running steps of the ``dead`` runners, and those of no
+        registered runner, as ``fail_running_steps`` fails them; forget the
+        dead runners. Steps other live runners run are left alone."""
+        now = datetime.now(timezone.utc)
+        alive = select(runners.c.runner_id).where(runners.c.runner_id.not_in(list(dead)))
+        orphaned = and_(
+            steps.c.status == "running",
+            or_(steps.c.runner_id.is_(None), steps.c.runner_id.not_in(alive)),
+        )
+        with self._transaction(writes=True) as db:
+            db.execute(
+                update(tasks)
+                .where(tasks.c.running_step_id.in_(select(steps.c.step_id).where(orphaned)))
+                .values(
+                    status=case((tasks.c.status == "running", "waiting_for_input"), else_=tasks.c.status),
+                    running_step_id=None,
+                    updated_at=now,
+                )
+            )
+            failed = db.execute(
+                update(steps)
+                .where(orphaned)
+                .values(status="failed", additional_output={"error": reason}, finished_at=now)
+            )
+            if dead:
+                db.execute(delete(runners).where(runners.c.runner_id.in_(list(dead))))
         return failed.rowcount
 
     # Steps
