@@ -508,3 +508,10 @@ def test_a_replica_that_starts_leaves_the_steps_of_live_ones_alone(library: Libr
         assert answers == [200] and steps[0]["additional_output"]["state"] == "completed"
     finally:
         first.close()
+
+
+def test_a_json_body_over_the_request_limit_is_a_413(make: Any) -> None:
+    http = make([]).http()
+    body = b'{"input": "' + b"x" * (1024 * 1024) + b'"}'
+    response = http.post("/ap/v1/agent/tasks", data=body, content_type="application/json")
+    assert response.status_code == 413 and response.get_json()["type"] == "/problems/payload-too-large"

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from flask import Blueprint, Response, current_app, g, request
 
-from registry.errors import InvalidRequest, Unauthorized
+from registry.errors import InvalidRequest, PayloadTooLarge, Unauthorized
 from registry.protocol.records import ArtifactRecord, StepRecord, TaskRecord
 from registry.protocol.service import Caller, Page, TaskService
 from registry.serving.auth import bearer_token, token_matches
@@ -248,7 +248,13 @@ def _json(body: dict[str, Any]) -> Response:
 
 
 def _json_body() -> dict[str, Any]:
-    raw = request.get_data(cache=False)
+    # The app's limit leaves room for artifacts; a JSON body gets the registry's.
+    limit: int = current_app.config["AGENT_PROTOCOL_MAX_JSON_BYTES"]
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"a JSON body may hold at most {limit} bytes")
+    raw = request.stream.read(limit + 1)
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"a JSON body may hold at most {limit} bytes")
     if not raw.strip(b" \t\r\n"):
         if raw:
             raise InvalidRequest("the body is blank: send a JSON object, or nothing")

@@ -61,6 +61,7 @@ def create_app(settings: Settings, *, executor: Executor, registry: RegistryClie
     app.config["MAX_CONTENT_LENGTH"] = (
         max(settings.max_request_bytes, settings.agents_max_artifact_bytes) + _MULTIPART_ALLOWANCE
     )
+    app.config["AGENT_PROTOCOL_MAX_JSON_BYTES"] = settings.max_request_bytes
     app.url_map.strict_slashes = False
     app.extensions["agent_protocol.service"] = service
     app.extensions["agent_protocol.tokens"] = (settings.api_tokens, settings.admin_tokens)
