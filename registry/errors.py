@@ -28,6 +28,8 @@ classes.
     ├── RegistryUnavailable   registry-unavailable  503  (client: no answer, nothing cached or bundled)
     ├── InvalidBundle         invalid-bundle        422  (a bundle file that fails its integrity check)
     ├── ModelError            model-error           502  (the executor's model endpoint failed, after retries)
+    ├── AgentServiceError     agent-service-error   its  (the UI: the Agent Protocol service answered an error,
+    │                                                     or could not be reached (502))
     └── ConfigurationError    configuration-error   500  (a setting or argument the registry cannot use;
                                                          also ValueError)
 
@@ -293,6 +295,19 @@ class ModelError(RegistryError):
         super().__init__(detail, reason=reason, http_status=http_status)
         self.reason = reason
         self.http_status = http_status
+
+
+class AgentServiceError(RegistryError):
+    """The Agent Protocol service the UI shows tasks of answered a problem
+    (with that status), or could not be reached (502)."""
+
+    slug = "agent-service-error"
+    title = "Agent Protocol service error"
+    status = 502
+
+    def __init__(self, detail: str, *, status: int = 502) -> None:
+        super().__init__(detail)
+        self.status = status
 
 
 ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {

@@ -42,6 +42,9 @@ import time.
     REGISTRY_AGENTS_RELEASE         latest              release of a task that names none
     REGISTRY_AGENTS_MAX_ARTIFACT_BYTES 10485760         largest artifact a client may upload
     REGISTRY_AGENTS_REQUIRE_APPROVAL (none)             comma-separated tools that wait for the user's decision
+    REGISTRY_AGENTS_URL             (none)              the Agent Protocol service the UI shows tasks of
+    REGISTRY_UI_SECRET              (random per start)  signs the UI's session cookie; give one to several replicas
+    REGISTRY_UI_SECURE_COOKIE       false               send the session cookie over HTTPS only
 
 With neither a repository nor a worktree, ``create_app`` serves the bundled
 ``library/`` as a worktree; the CLI chooses its library by its own rule
@@ -110,6 +113,9 @@ class Settings:
     agents_release: str = "latest"
     agents_max_artifact_bytes: int = 10 * 1024 * 1024
     agents_require_approval: tuple[str, ...] = ()
+    agents_url: str | None = None
+    ui_secret: str | None = field(default=None, repr=False)
+    ui_secure_cookie: bool = False
 
     def __post_init__(self) -> None:
         # The one place the root is normalised: stores take it as given.
@@ -313,4 +319,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("agents_release", "REGISTRY_AGENTS_RELEASE", _text),
     ("agents_max_artifact_bytes", "REGISTRY_AGENTS_MAX_ARTIFACT_BYTES", int),
     ("agents_require_approval", "REGISTRY_AGENTS_REQUIRE_APPROVAL", lambda raw: _names(raw)),
+    ("agents_url", "REGISTRY_AGENTS_URL", _text),
+    ("ui_secret", "REGISTRY_UI_SECRET", lambda raw: raw),
+    ("ui_secure_cookie", "REGISTRY_UI_SECURE_COOKIE", _flag),
 )

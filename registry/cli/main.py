@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -684,6 +685,8 @@ def _run(args: argparse.Namespace, stack: ExitStack) -> int:
             webhook_secret=args.webhook_secret,
             redis_url=args.redis_url,
             redis_prefix=args.redis_prefix,
+            # One secret for every worker's UI sessions (each builds its own app).
+            ui_secret=None if os.environ.get("REGISTRY_UI_SECRET") else secrets.token_urlsafe(32),
         )
         return _serve(settings)
     if args.command == "export" and args.url:

@@ -15,8 +15,9 @@ from importlib import metadata
 from pathlib import Path
 
 import flask_swagger_ui
-from flask import Blueprint, Response, current_app, jsonify, request, send_from_directory, url_for
+from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_from_directory, url_for
 from markupsafe import escape
+from werkzeug.wrappers import Response as BaseResponse
 
 from registry.errors import NotFound
 from registry.serving.api import IMMUTABLE
@@ -50,7 +51,6 @@ DOCS_POLICY = (
     f"default-src 'none'; script-src 'self' 'sha256-{_BOOT_HASH}'; style-src 'self'; "
     "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
-INDEX_POLICY = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 _DOCS_PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -69,29 +69,10 @@ _DOCS_PAGE = """<!DOCTYPE html>
 </html>
 """
 
-_INDEX_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>prompt-registry</title>
-</head>
-<body>
-<h1>prompt-registry</h1>
-<p>Versioned agent definitions served from git, per release.</p>
-<ul>
-<li><a href="{docs}">{docs}</a>: the API, to read and try (Swagger UI)</li>
-<li><a href="{openapi}">{openapi}</a>: the API's OpenAPI 3.1 description</li>
-<li><a href="{releases}">{releases}</a>: every release and channel</li>
-<li><a href="{health}">{health}</a>: liveness</li>
-</ul>
-</body>
-</html>
-"""
-
 
 @bp.get("/")
-def index() -> Response:
-    """Where to go from here: HTML for a browser, JSON for anything else."""
+def index() -> BaseResponse:
+    """Where to go from here: the UI for a browser, JSON links for anything else."""
     links = {
         "docs": url_for("docs.api_docs"),
         "openapi": url_for("api.openapi"),
@@ -99,7 +80,8 @@ def index() -> Response:
         "health": url_for("api.healthz"),
     }
     if request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html":
-        response = _html(_INDEX_PAGE.format(**{key: escape(url) for key, url in links.items()}), INDEX_POLICY)
+        # A person: the UI, which links everything else.
+        response = redirect(url_for("ui.releases"))
     else:
         response = jsonify({"name": "prompt-registry", "links": links})
         response.headers["Cache-Control"] = "no-cache"

@@ -1,0 +1,403 @@
+"""The pages of the UI. Each view reads what the API reads, through the same
+service, and hands plain data to a template; templates escape everything
+(agent text is untrusted) and are the only place HTML is made, but for the
+SVG of a pattern graph and Pygments' highlighted spans (both escaped where
+they are made)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse
+
+from registry.errors import AgentServiceError, InvalidRequest, RegistryError
+from registry.format.diff import classify
+from registry.models import close_matches, did_you_mean
+from registry.serving.api import SERVICE_KEY, SETTINGS_KEY
+from registry.serving.service import RegistryService
+from registry.serving.ui import security, tasks
+from registry.serving.ui.forms import Field, FormError, form_fields, inputs_from_form
+from registry.serving.ui.graphsvg import graph_svg
+from registry.serving.ui.highlight import highlighted, pygments_css
+from registry.settings import Settings
+
+bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static")
+
+_KINDS = {"vanilla": "vanilla", "tool_calling": "tool calling", "rag": "retrieval (rag)", "react": "ReAct"}
+
+
+def service() -> RegistryService:
+    found: RegistryService = current_app.extensions[SERVICE_KEY]
+    return found
+
+
+def settings() -> Settings:
+    found: Settings = current_app.extensions[SETTINGS_KEY]
+    return found
+
+
+# The query parameters each page reads: any other is refused, as the API
+# refuses it, so that a misspelt ?relase= never quietly shows the latest.
+_PAGE_PARAMETERS = {
+    "ui.agents": {"release"},
+    "ui.agent": {"release", "example"},
+    "ui.render": {"release"},
+    "ui.diff": {"from", "to"},
+    "ui.task_list": {"page"},
+    "ui.login": {"next"},
+    "ui.static": {"v"},
+}
+
+
+@bp.before_request
+def known_parameters() -> None:
+    allowed = _PAGE_PARAMETERS.get(request.endpoint or "", set())
+    for name in request.args:
+        if name not in allowed:
+            hint = did_you_mean(close_matches(name, sorted(allowed)))
+            raise InvalidRequest(
+                f"this page takes no query parameter {name!r}{'; ' + hint if hint else ''}", parameter=name
+            )
+        if len(request.args.getlist(name)) > 1:
+            raise InvalidRequest(f"the query parameter {name!r} is given twice", parameter=name)
+
+
+@bp.before_request
+def signed_in() -> BaseResponse | None:
+    """Pages need a signed-in token when the registry has tokens."""
+    g.login_required = security.login_required(settings())
+    open_routes = ("ui.login", "ui.static", "ui.stylesheet")
+    if g.login_required and request.endpoint not in open_routes and not security.is_signed_in(settings()):
+        return redirect(url_for("ui.login", next=request.full_path if request.method == "GET" else None))
+    if request.method == "POST" and request.endpoint != "ui.login":
+        security.check_csrf()
+    return None
+
+
+@bp.after_request
+def headers(response: Response) -> Response:
+    return security.secure_headers(response)
+
+
+def submitted(field: Field) -> str | None:
+    """What a playground field shows: what was just sent, else its default."""
+    if request.method != "POST":
+        return field.default
+    if field.kind == "checkbox":
+        return "true" if field.name in request.form else "false"
+    return request.form.get(field.name, field.default)
+
+
+@bp.app_context_processor
+def page_globals() -> dict[str, Any]:
+    return {
+        "submitted": submitted,
+        "csrf_token": security.csrf_token,
+        "csrf_field": security.CSRF_FIELD,
+        "tasks_enabled": bool(settings().agents_url),
+        "signed_in": security.signed_in_token() is not None,
+        "login_required": security.login_required(settings()),
+    }
+
+
+@bp.errorhandler(RegistryError)
+def registry_error(error: RegistryError) -> tuple[str, int]:
+    return render_template(
+        "error.html",
+        title=error.title,
+        status=error.status,
+        slug=error.slug,
+        detail=error.detail,
+        errors=getattr(error, "errors", []),
+    ), error.status
+
+
+@bp.errorhandler(HTTPException)
+def http_error(error: HTTPException) -> tuple[str, int]:
+    status = error.code or 500
+    return render_template(
+        "error.html", title=error.name, status=status, slug=None, detail=error.description, errors=[]
+    ), status
+
+
+# --- sign in -----------------------------------------------------------------------------
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    next_page = _local(request.values.get("next"))
+    if request.method == "POST":
+        security.check_csrf()
+        if security.sign_in(request.form.get("token", ""), settings()):
+            return redirect(next_page or url_for("ui.releases"))
+        return render_template("login.html", error="That token is not one of this registry's.", next=next_page), 401
+    return render_template("login.html", error=None, next=next_page)
+
+
+@bp.post("/logout")
+def logout() -> Any:
+    security.sign_out()
+    return redirect(url_for("ui.login") if security.login_required(settings()) else url_for("ui.releases"))
+
+
+def _local(target: str | None) -> str | None:
+    """Only a path of this site is a place to go back to (no open redirect)."""
+    if target and target.startswith("/ui") and not target.startswith("//") and "\\" not in target:
+        return target
+    return None
+
+
+# --- releases and agents -----------------------------------------------------------------
+
+
+@bp.get("/")
+def releases() -> str:
+    overview = service().releases()
+    body = overview.as_dict()
+    try:
+        readiness = service().readiness()
+    except RegistryError as exc:
+        readiness = {"status": "not ready", "detail": exc.detail, **exc.extensions}
+    return render_template(
+        "releases.html",
+        releases=overview.index.releases,
+        latest=body["latest"],
+        channels=body["channels"],
+        channel_errors=body.get("channel_errors", []),
+        readiness=readiness,
+    )
+
+
+@bp.get("/agents")
+def agents() -> str:
+    release = _release()
+    listing = service().list_agents(release=release)
+    rows = []
+    for summary in listing.agents:
+        kind, composite = None, False
+        if summary.valid:
+            definition = service().get_agent(summary.usecase, summary.name, release=release).agent.definition
+            composite = "pattern" in definition
+            kind = definition["pattern"]["kind"] if composite else _KINDS.get(str(definition.get("type", "vanilla")))
+        rows.append({"summary": summary, "kind": kind, "composite": composite})
+    return render_template("agents.html", resolution=listing.resolution, rows=rows, release=release)
+
+
+@bp.get("/agents/<usecase>/<name>")
+def agent(usecase: str, name: str) -> str:
+    return _agent_page(usecase, name, values=None, rendered=None, form_errors=[], problem=None)
+
+
+@bp.post("/agents/<usecase>/<name>")
+def render(usecase: str, name: str) -> tuple[str, int]:
+    release = _release()
+    answer = service().get_agent(usecase, name, release=release)
+    schema = answer.agent.definition.get("inputs")
+    inputs, form_errors = inputs_from_form(schema, request.form)
+    rendered, problem = None, None
+    if not form_errors:
+        try:
+            rendered = service().render(usecase, name, inputs, release=release)
+        except RegistryError as exc:
+            problem = exc
+    status = 200 if rendered is not None else 422
+    return _agent_page(
+        usecase, name, values=inputs, rendered=rendered, form_errors=form_errors, problem=problem
+    ), status
+
+
+def _agent_page(
+    usecase: str,
+    name: str,
+    *,
+    values: Mapping[str, Any] | None,
+    rendered: Any,
+    form_errors: list[FormError],
+    problem: RegistryError | None,
+) -> str:
+    release = _release()
+    answer = service().get_agent(usecase, name, release=release)
+    loaded = answer.agent
+    definition = loaded.definition
+    examples = [e for e in definition.get("examples") or [] if isinstance(e, dict)]
+    chosen = request.args.get("example")
+    if values is None and examples:
+        example = next((e for e in examples if e.get("name") == chosen), examples[0])
+        values, chosen = example.get("inputs"), str(example.get("name"))
+    composite = "pattern" in definition
+    graph = loaded.graph
+    svg = None
+    if composite and graph is not None:
+        svg = graph_svg(graph, href=lambda agent: _agent_url(agent, release), title=f"{usecase}/{name}")
+    templates = [
+        {"role": role, "html": highlighted(source, "jinja"), "lines": source.count("\n") + 1}
+        for role, source in (definition.get("prompt_templates") or {}).items()
+        if isinstance(source, str)
+    ]
+    partials = sorted(loaded.partials)
+    return render_template(
+        "agent.html",
+        usecase=usecase,
+        name=name,
+        release=release,
+        resolution=answer.resolution,
+        agent=loaded,
+        definition=definition,
+        kind=_KINDS.get(str(definition.get("type", "vanilla"))),
+        composite=composite,
+        svg=svg,
+        graph=graph,
+        templates=templates,
+        partials=[{"name": p, "html": highlighted(loaded.partials[p], "jinja")} for p in partials],
+        inputs_rows=_input_rows(definition.get("inputs")),
+        fields=[] if composite else form_fields(definition.get("inputs"), values=values),
+        examples=[str(e.get("name")) for e in examples],
+        chosen_example=chosen,
+        rendered=rendered,
+        form_errors=form_errors,
+        problem=problem,
+        snippets=_snippets(usecase, name, answer.resolution.release.tag, values or {}),
+        source_html=highlighted(json.dumps(definition, indent=2, ensure_ascii=False), "json"),
+    )
+
+
+def _input_rows(schema: Any) -> list[dict[str, Any]]:
+    if not isinstance(schema, dict):
+        return []
+    declared = schema.get("properties")
+    properties: dict[str, Any] = declared if isinstance(declared, dict) else {}
+    required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+    rows = []
+    for prop, spec in properties.items():
+        spec = spec if isinstance(spec, dict) else {}
+        constraints = {k: v for k, v in spec.items() if k not in ("type", "description", "default", "title")}
+        rows.append(
+            {
+                "name": prop,
+                "type": spec.get("type", "any"),
+                "required": prop in required,
+                "default": json.dumps(spec["default"], ensure_ascii=False) if "default" in spec else None,
+                "description": spec.get("description"),
+                "constraints": json.dumps(constraints, ensure_ascii=False) if constraints else None,
+            }
+        )
+    return rows
+
+
+def _snippets(usecase: str, name: str, tag: str, inputs: Mapping[str, Any]) -> dict[str, str]:
+    base = request.host_url.rstrip("/")
+    body = json.dumps({"inputs": dict(inputs)}, ensure_ascii=False)
+    url = f"{base}/v1/agents/{usecase}/{name}/render?{urlencode({'release': tag})}"
+    curl = f"curl -s -X POST {shlex.quote(url)} \\\n  -H 'Content-Type: application/json' \\\n  -d {shlex.quote(body)}"
+    client = (
+        "from registry.client import RegistryClient\n\n"
+        f"client = RegistryClient({base!r}, release={tag!r})\n"
+        f"prompt = client.get({usecase!r}, {name!r}).render({json.dumps(dict(inputs), ensure_ascii=False)})\n"
+        "print(prompt.as_dicts())\n"
+    )
+    return {"curl": curl, "client": client}
+
+
+def _agent_url(agent: str, release: str | None) -> str:
+    usecase, _, name = agent.partition("/")
+    query: dict[str, Any] = {"release": release} if release else {}
+    return url_for("ui.agent", usecase=usecase, name=name, **query)
+
+
+def _release() -> str | None:
+    release = request.args.get("release")
+    return release if release else None
+
+
+# --- diff --------------------------------------------------------------------------------
+
+
+@bp.get("/diff")
+def diff() -> str:
+    source, target = request.args.get("from"), request.args.get("to")
+    overview = service().releases()
+    tags = [r.tag for r in overview.index.releases]
+    if not source or not target:
+        if len(tags) < 2:
+            return render_template(
+                "diff.html", tags=tags, source=source, target=target, answer=None, bump=None, reasons=[]
+            )
+        source, target = source or tags[1], target or tags[0]
+    answer = service().compare(source, target)
+    bump, reasons = classify(answer.diff)
+    changes = []
+    for change in answer.diff.changes:
+        templates = []
+        before: dict[str, Any] = (change.definition_from or {}).get("prompt_templates") or {}
+        after: dict[str, Any] = (change.definition_to or {}).get("prompt_templates") or {}
+        for role in dict.fromkeys([*before, *after]):
+            templates.append(
+                {
+                    "role": role,
+                    "before": highlighted(str(before.get(role, "")), "jinja"),
+                    "after": highlighted(str(after.get(role, "")), "jinja"),
+                    "same": before.get(role) == after.get(role),
+                }
+            )
+        changes.append({"change": change, "templates": templates})
+    return render_template(
+        "diff.html",
+        tags=tags,
+        source=source,
+        target=target,
+        answer=answer,
+        changes=changes,
+        bump=bump,
+        reasons=reasons,
+    )
+
+
+# --- tasks of the Agent Protocol service ---------------------------------------------------
+
+
+@bp.get("/tasks")
+def task_list() -> str:
+    client = tasks.client(settings(), security.signed_in_token())
+    page = max(1, int(request.args.get("page", "1"))) if request.args.get("page", "1").isdigit() else 1
+    listing = client.list_tasks(page)
+    return render_template("tasks.html", listing=listing, page=page)
+
+
+@bp.get("/tasks/<task_id>")
+def task(task_id: str) -> str:
+    client = tasks.client(settings(), security.signed_in_token())
+    return render_template("task.html", **client.task_view(task_id))
+
+
+@bp.post("/tasks/<task_id>/steps")
+def task_step(task_id: str) -> Any:
+    client = tasks.client(settings(), security.signed_in_token())
+    decision = request.form.get("decision")
+    additional: dict[str, Any] = {}
+    if decision:
+        additional["decision"] = decision
+        if request.form.get("reason"):
+            additional["reason"] = request.form["reason"]
+        if decision == "edit":
+            try:
+                additional["arguments"] = json.loads(request.form.get("arguments", ""))
+            except ValueError as exc:
+                raise AgentServiceError(f"the edited arguments are not JSON: {exc}", status=422) from exc
+    client.step(task_id, additional)
+    return redirect(url_for("ui.task", task_id=task_id))
+
+
+# --- assets ------------------------------------------------------------------------------
+
+
+@bp.get("/pygments.css")
+def stylesheet() -> Response:
+    response = Response(pygments_css(), mimetype="text/css")
+    response.headers["Cache-Control"] = "public, max-age=3600"
+    return response
