@@ -196,3 +196,7 @@ def test_a_page_refuses_a_query_parameter_it_does_not_read(ui: FlaskClient, url:
     assert "invalid-request" in text
     if "relase" in url:
         assert "did you mean" in text and "release" in text
+
+
+def test_an_unknown_page_is_an_html_404(ui: FlaskClient) -> None:
+    assert "there is no page /ui/nowhere" in page(ui, "/ui/nowhere", status=404)

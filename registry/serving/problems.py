@@ -71,6 +71,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "token created is not found either.",
     "step-not-found": "The task has no step with this id.",
     "artifact-not-found": "The task has no artifact with this id.",
+    "agent-service-error": "The web UI asked the Agent Protocol service (REGISTRY_AGENTS_URL), and it refused"
+    " the request or could not be reached; the detail says which.",
     "invalid-state": "The task, step or action is in a state that does not allow this request; 'state' is its "
     "state and 'allowed' what it allows (docs/agent-protocol.md has the tables).",
 }

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.wrappers import Response as BaseResponse
 
 from registry.errors import AgentServiceError, InvalidRequest, RegistryError
@@ -52,6 +52,7 @@ _PAGE_PARAMETERS = {
     "ui.task_list": {"page"},
     "ui.login": {"next"},
     "ui.static": {"v"},
+    "ui.unknown_page": set(),
 }
 
 
@@ -340,8 +341,8 @@ def diff() -> str:
             templates.append(
                 {
                     "role": role,
-                    "before": highlighted(str(before.get(role, "")), "jinja"),
-                    "after": highlighted(str(after.get(role, "")), "jinja"),
+                    "before": highlighted(str(before[role]), "jinja") if role in before else None,
+                    "after": highlighted(str(after[role]), "jinja") if role in after else None,
                     "same": before.get(role) == after.get(role),
                 }
             )
@@ -380,17 +381,30 @@ def task_step(task_id: str) -> Any:
     client = tasks.client(settings(), security.signed_in_token())
     decision = request.form.get("decision")
     additional: dict[str, Any] = {}
-    if decision:
-        additional["decision"] = decision
-        if request.form.get("reason"):
-            additional["reason"] = request.form["reason"]
-        if decision == "edit":
-            try:
-                additional["arguments"] = json.loads(request.form.get("arguments", ""))
-            except ValueError as exc:
-                raise AgentServiceError(f"the edited arguments are not JSON: {exc}", status=422) from exc
-    client.step(task_id, additional)
+    try:
+        if decision:
+            additional["decision"] = decision
+            if request.form.get("reason"):
+                additional["reason"] = request.form["reason"]
+            if decision == "edit":
+                try:
+                    additional["arguments"] = json.loads(request.form.get("arguments", ""))
+                except ValueError as exc:
+                    raise AgentServiceError(f"the edited arguments are not JSON: {exc}", status=422) from exc
+        client.step(task_id, additional)
+    except AgentServiceError as exc:
+        if exc.status >= 500 or exc.status == 404:
+            raise
+        # The decision was refused: the task page again, with why, and what was typed.
+        view = client.task_view(task_id)
+        return render_template("task.html", **view, problem=exc.detail, typed=request.form.get("arguments")), exc.status
     return redirect(url_for("ui.task", task_id=task_id))
+
+
+@bp.route("/<path:unknown>")
+def unknown_page(unknown: str) -> Any:
+    """Any other path under /ui: an HTML 404, not the API's problem document."""
+    raise NotFound(f"there is no page /ui/{unknown}")
 
 
 # --- assets ------------------------------------------------------------------------------
