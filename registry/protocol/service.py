@@ -668,13 +668,22 @@ def _content_type(given: str | None, name: str) -> str:
 
 
 def _process_exists(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs: a zombie (dead, not yet
+    reaped by its parent, as after a SIGKILL in a container without an init)
+    does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # it exists, as another user's
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            # "pid (command) state ...": the command may hold spaces and parentheses.
+            state = stat.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc here: kill(0) is all there is to know
+    return state not in ("Z", "X")
 
 
 def _now() -> datetime:

@@ -74,6 +74,9 @@ _CATALOGS_KEPT = 64
 # Pointer resolutions kept per release index: bounded because range texts
 # come from requests.
 _RESOLUTIONS_KEPT = 1024
+# Diffs between two commits never change (their files do not), and one
+# renders every example of every changed agent twice: kept, a few of them.
+_DIFFS_KEPT = 16
 CATCH_UP_SECONDS = 2.0
 # How often a waiting request looks for a change: release and channel checks
 # cost a stat, a scandir and a ref read, so this is cheap.
@@ -216,6 +219,7 @@ class RegistryService:
         self._yaml_limits = yaml_limits
         self._render_limits = render_limits
         self._catalogs: LRUCache[str, ReleaseCatalog] = LRUCache(maxsize=_CATALOGS_KEPT)
+        self._diffs: LRUCache[tuple[str, str], LibraryDiff] = LRUCache(maxsize=_DIFFS_KEPT)
         self._resolutions: LRUCache[str, tuple[ReleaseIndex, ChannelTable | None, Resolution]] = LRUCache(
             maxsize=_RESOLUTIONS_KEPT
         )
@@ -389,7 +393,13 @@ class RegistryService:
         each is resolved once, so a tag pushed meanwhile cannot make the
         diff and the resolutions disagree."""
         before, after = self.resolve(source), self.resolve(target)
-        diff = diff_catalogs(before.release, self.catalog(before.release), after.release, self.catalog(after.release))
+        key = (before.release.commit, after.release.commit)
+        with self._lock:
+            diff = self._diffs.get(key)
+        if diff is None or diff.source != before.release or diff.target != after.release:
+            diff = diff_catalogs(before.release, self.catalog(before.release), after.release, self.catalog(after.release))
+            with self._lock:
+                self._diffs[key] = diff
         return DiffAnswer(before, after, diff)
 
     def catalog(self, release: Release) -> ReleaseCatalog:
