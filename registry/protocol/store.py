@@ -243,6 +243,25 @@ journal = Table(
 )
 
 
+def _fail_steps(db: Connection, which: ColumnElement[bool], reason: str) -> int:
+    """Fail the steps ``which`` selects, and free their tasks (a running one
+    goes back to waiting for input)."""
+    now = datetime.now(timezone.utc)
+    db.execute(
+        update(tasks)
+        .where(tasks.c.running_step_id.in_(select(steps.c.step_id).where(which)))
+        .values(
+            status=case((tasks.c.status == "running", "waiting_for_input"), else_=tasks.c.status),
+            running_step_id=None,
+            updated_at=now,
+        )
+    )
+    failed = db.execute(
+        update(steps).where(which).values(status="failed", additional_output={"error": reason}, finished_at=now)
+    )
+    return failed.rowcount
+
+
 class TaskStore:
     """Tasks, steps, actions, artifacts and journals in one database."""
 
@@ -368,30 +387,11 @@ class TaskStore:
         return True
 
     def fail_running_steps(self, reason: str) -> int:
-        """Fail every step left ``running`` (by a process that stopped
-        mid-step), with ``additional_output`` ``{"error": reason}``; a
-        ``running`` task of one goes back to ``waiting_for_input``, and
-        none has a running step any more. Returns how many steps failed.
-        Every running step: with replicas sharing the database, those the
-        other replicas are running too (``finish_step`` then tells them)."""
-        now = datetime.now(timezone.utc)
-        running = select(steps.c.step_id).where(steps.c.status == "running")
+        """Fail every step left ``running``, whoever runs it (for a service
+        that is the only one on its database); ``fail_orphaned_steps`` spares
+        the steps of live runners. Returns how many steps failed."""
         with self._transaction(writes=True) as db:
-            db.execute(
-                update(tasks)
-                .where(tasks.c.running_step_id.in_(running))
-                .values(
-                    status=case((tasks.c.status == "running", "waiting_for_input"), else_=tasks.c.status),
-                    running_step_id=None,
-                    updated_at=now,
-                )
-            )
-            failed = db.execute(
-                update(steps)
-                .where(steps.c.status == "running")
-                .values(status="failed", additional_output={"error": reason}, finished_at=now)
-            )
-        return failed.rowcount
+            return _fail_steps(db, steps.c.status == "running", reason)
 
     # Runners
 
@@ -417,32 +417,20 @@ class TaskStore:
 
     def fail_orphaned_steps(self, reason: str, *, dead: Collection[str]) -> int:
         """Fail the running steps of the ``dead`` runners, and those of no
-        registered runner, as ``fail_running_steps`` fails them; forget the
-        dead runners. Steps other live runners run are left alone."""
-        now = datetime.now(timezone.utc)
+        registered runner, with ``additional_output`` ``{"error": reason}``;
+        a ``running`` task of one goes back to ``waiting_for_input``, with no
+        running step. Steps other live runners run are left alone; the dead
+        runners are forgotten. Returns how many steps failed."""
         alive = select(runners.c.runner_id).where(runners.c.runner_id.not_in(list(dead)))
         orphaned = and_(
             steps.c.status == "running",
             or_(steps.c.runner_id.is_(None), steps.c.runner_id.not_in(alive)),
         )
         with self._transaction(writes=True) as db:
-            db.execute(
-                update(tasks)
-                .where(tasks.c.running_step_id.in_(select(steps.c.step_id).where(orphaned)))
-                .values(
-                    status=case((tasks.c.status == "running", "waiting_for_input"), else_=tasks.c.status),
-                    running_step_id=None,
-                    updated_at=now,
-                )
-            )
-            failed = db.execute(
-                update(steps)
-                .where(orphaned)
-                .values(status="failed", additional_output={"error": reason}, finished_at=now)
-            )
+            failed = _fail_steps(db, orphaned, reason)
             if dead:
                 db.execute(delete(runners).where(runners.c.runner_id.in_(list(dead))))
-        return failed.rowcount
+        return failed
 
     # Steps
 

@@ -397,7 +397,9 @@ class RegistryService:
         with self._lock:
             diff = self._diffs.get(key)
         if diff is None or diff.source != before.release or diff.target != after.release:
-            diff = diff_catalogs(before.release, self.catalog(before.release), after.release, self.catalog(after.release))
+            diff = diff_catalogs(
+                before.release, self.catalog(before.release), after.release, self.catalog(after.release)
+            )
             with self._lock:
                 self._diffs[key] = diff
         return DiffAnswer(before, after, diff)
