@@ -25,6 +25,8 @@ bp = Blueprint("agent_protocol", __name__, url_prefix="/ap/v1/agent")
 
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 10
+MAX_ARTIFACTS_LISTED = 1000
+"""How many of a task's artifacts a task or a step answer lists (GET .../artifacts pages through all)."""
 _MAX_PAGE = 2**31 - 1
 # The protocol's Step.status has three values; a step that failed is
 # ``completed`` there, with additional_output.state "failed".
@@ -80,7 +82,7 @@ def list_tasks() -> Response:
 def get_task(task_id: str) -> Response:
     _only_query()
     task = service().get_task(caller(), task_id)
-    artifacts, _ = service().list_artifacts(caller(), task_id, Page(1, 1000))
+    artifacts, _ = service().list_artifacts(caller(), task_id, Page(1, MAX_ARTIFACTS_LISTED))
     return _json(task_json(task, artifacts))
 
 
@@ -130,9 +132,14 @@ def execute_step(task_id: str) -> Response:
 def list_steps(task_id: str) -> Response:
     page = _page()
     steps, total = service().list_steps(caller(), task_id, page)
+    # The task's artifacts read once for the page, not once per step.
+    artifacts, _ = service().list_artifacts(caller(), task_id, Page(1, MAX_ARTIFACTS_LISTED))
+    by_step: dict[str | None, list[ArtifactRecord]] = {}
+    for artifact in artifacts:
+        by_step.setdefault(artifact.step_id, []).append(artifact)
     return _json(
         {
-            "steps": [step_json(s, service().step_artifacts(task_id, s.step_id)) for s in steps],
+            "steps": [step_json(s, by_step.get(s.step_id, [])) for s in steps],
             "pagination": _pagination(page, total),
         }
     )

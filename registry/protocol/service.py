@@ -499,6 +499,7 @@ class TaskService:
         return self.store.list_artifacts(task_id, offset=page.offset, limit=page.size)
 
     def step_artifacts(self, task_id: str, step_id: str) -> list[ArtifactRecord]:
+        """The artifacts one step made (of the task's first 1000)."""
         artifacts, _ = self.store.list_artifacts(task_id, offset=0, limit=1000)
         return [a for a in artifacts if a.step_id == step_id]
 
