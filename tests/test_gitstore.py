@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -60,6 +61,63 @@ def test_a_tag_on_a_tree_is_ignored(repo: LibraryRepo) -> None:
     repo.tag("v1.0.0")
     repo.git("tag", "v2.0.0", tree)
     assert [r.tag for r in GitStore(repo.path, root=AGENTS).releases().releases] == ["v1.0.0"]
+
+
+def test_a_change_within_one_tick_of_the_directory_clock_is_seen_soon(repo: LibraryRepo) -> None:
+    """A file system whose clock did not move between two changes to refs/tags
+    leaves the directory's times as they were: the entries show the change."""
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    repo.tag("v1.0.0")
+    tags = os.path.join(repo.path, ".git", "refs", "tags")
+    tick = time.time_ns()
+    os.utime(tags, ns=(tick, tick))
+    store = GitStore(repo.path, root=AGENTS)
+    assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
+    repo.tag("v1.1.0")
+    os.utime(tags, ns=(tick, tick))  # the same tick: nothing but the entries differ
+    deadline = time.monotonic() + 10
+    while [r.tag for r in store.releases().releases] != ["v1.1.0", "v1.0.0"]:
+        assert time.monotonic() < deadline, "a tag made within one clock tick was never seen"
+        time.sleep(0.05)
+
+
+def test_a_tag_of_a_tag_resolves_to_the_commit_at_the_end(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    commit = repo.commit()
+    repo.tag("v1.0.0", annotated=True)
+    repo.git("-c", "advice.nestedTag=false", "tag", "-a", "-m", "again", "v1.0.1", "v1.0.0")
+    repo.git("tag", "-a", "-m", "on a tree", "v3.0.0", "HEAD^{tree}")
+    store = GitStore(repo.path, root=AGENTS)
+    try:
+        releases = store.releases().releases
+    finally:
+        store.close()  # peeling the nested tag started git's object reader
+    assert [(r.tag, r.commit) for r in releases] == [("v1.0.1", commit), ("v1.0.0", commit)]
+
+
+def test_loose_and_packed_tags_are_listed_alike(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    for minor in range(30):
+        repo.tag(f"v1.{minor}.0", annotated=minor % 2 == 0)
+    repo.git("pack-refs", "--all")
+    for minor in range(30, 40):
+        repo.tag(f"v1.{minor}.0", annotated=minor % 2 == 0)
+    repo.git("tag", "-d", "v1.3.0")  # deleted from packed-refs
+    tags = [r.tag for r in GitStore(repo.path, root=AGENTS).releases().releases]
+    assert tags == [f"v1.{minor}.0" for minor in reversed(range(40)) if minor != 3]
+
+
+def test_a_tag_whose_object_is_missing_is_a_store_error(repo: LibraryRepo) -> None:
+    """A broken repository says so, rather than serving "no releases"."""
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    repo.tag("v1.0.0", annotated=True)
+    tag_object = repo.git("rev-parse", "v1.0.0")
+    os.remove(os.path.join(repo.path, ".git", "objects", tag_object[:2], tag_object[2:]))
+    with pytest.raises(StoreError, match="cannot list the repository's tags"):
+        GitStore(repo.path, root=AGENTS).releases()
 
 
 def test_new_tags_are_seen_without_restarting(repo: LibraryRepo) -> None:
@@ -179,5 +237,8 @@ def test_concurrent_reads_of_many_releases_are_consistent(repo: LibraryRepo) -> 
                 return False
         return True
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        assert all(pool.map(read_all, range(8)))
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert all(pool.map(read_all, range(8)))
+    finally:
+        store.close()

@@ -59,6 +59,16 @@ def test_index_is_sorted_by_precedence_and_latest_is_the_highest_stable(tags: li
         assert index.latest is None
 
 
+@given(versions, versions)
+def test_precedence_agrees_with_the_semver_reference(a: str, b: str) -> None:
+    """Versions compare by a tuple of our own; node-semver's compare is the reference."""
+    left, right = parse_version(a), parse_version(b)
+    assert left is not None and right is not None
+    expected = left.semver.compare(right.semver)
+    assert (left < right, left == right, left > right) == (expected < 0, expected == 0, expected > 0)
+    assert (hash(left) == hash(right)) or left != right
+
+
 @given(versions)
 def test_a_prerelease_sorts_below_its_release(version: str) -> None:
     base = version.split("-")[0]

@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from cachetools import LRUCache
@@ -129,9 +129,10 @@ class ReleaseOverview:
             body["channel_errors"] = [p.as_dict() for p in self.channels.problems]
         return body
 
-    @property
+    @cached_property
     def etag(self) -> str:
-        """Changes whenever a release or a channel does."""
+        """Changes whenever a release or a channel does. Computed once per
+        overview: a long-poll compares it every 0.2 s, and it hashes every release."""
         canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
         return "releases-" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -224,6 +225,7 @@ class RegistryService:
             maxsize=_RESOLUTIONS_KEPT
         )
         self._lock = threading.Lock()
+        self._last_overview: ReleaseOverview | None = None
         # The fetch that must finish before pointers are trusted again (0: none).
         self._catch_up_fetch = 0
         self._announced_etag: str | None = None
@@ -250,7 +252,12 @@ class RegistryService:
         return self._overview()
 
     def _overview(self) -> ReleaseOverview:
-        return ReleaseOverview(self.store.releases(), self.store.channels())
+        index, channels = self.store.releases(), self.store.channels()
+        last = self._last_overview
+        if last is not None and last.index is index and last.channels is channels:
+            return last
+        self._last_overview = overview = ReleaseOverview(index, channels)
+        return overview
 
     def releases_after(self, known_etag: str | None, *, wait: float) -> tuple[ReleaseOverview, bool]:
         """The overview, waiting up to ``wait`` seconds for it to change from

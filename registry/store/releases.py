@@ -46,24 +46,31 @@ CHANNEL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
 class Version:
     """A SemVer 2.0 version, ordered by precedence (build metadata ignored)."""
 
-    __slots__ = ("semver", "text")
+    __slots__ = ("precedence", "semver", "text")
 
     def __init__(self, semver: nodesemver.SemVer, text: str) -> None:
         self.semver = semver
         self.text = text
+        # SemVer 2.0 section 11 as a tuple Python compares: a release ranks
+        # above its prereleases; prerelease identifiers compare numbers
+        # numerically, below words, which compare in ASCII order; a shorter
+        # run of equal identifiers ranks lower. Sorting 10,000 tags by
+        # nodesemver's own compare took half a second.
+        identifiers = tuple((0, part, "") if isinstance(part, int) else (1, 0, part) for part in semver.prerelease)
+        self.precedence = (semver.major, semver.minor, semver.patch, not identifiers, identifiers)
 
     @property
     def prerelease(self) -> bool:
         return bool(self.semver.prerelease)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Version) and self.semver.compare(other.semver) == 0
+        return isinstance(other, Version) and self.precedence == other.precedence
 
     def __lt__(self, other: Version) -> bool:
-        return bool(self.semver.compare(other.semver) < 0)
+        return self.precedence < other.precedence
 
     def __hash__(self) -> int:
-        return hash((self.semver.major, self.semver.minor, self.semver.patch, tuple(self.semver.prerelease)))
+        return hash(self.precedence)
 
     def __str__(self) -> str:
         return self.text
@@ -72,8 +79,13 @@ class Version:
         return f"Version({self.text!r})"
 
 
+@functools.lru_cache(maxsize=32_768)
 def parse_version(tag: str) -> Version | None:
-    """The SemVer version a tag names, or None when it is not a release tag."""
+    """The SemVer version a tag names, or None when it is not a release tag.
+
+    Remembered: every listing and every range resolution parses each tag
+    again, and a library may have years of them.
+    """
     if len(tag) > _MAX_TAG_LENGTH or not _TAG_SHAPE.fullmatch(tag):
         return None
     text = tag[1:] if tag.startswith("v") else tag
