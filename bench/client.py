@@ -14,6 +14,11 @@ Run by hand, from the repository root, with the dev environment:
     loopback (gunicorn, one worker), against the baseline of a bare
     ``httpx.Client().get`` of the same URL (a new connection too), which
     moves the same bytes.
+(3) Construction: making a ``RegistryClient`` (``http://`` and ``https://``),
+    against ``httpx.Client()`` with its defaults (which loads a certificate
+    bundle each time) and ``httpx.Client(verify=False)`` (which loads none);
+    and the first client of a fresh process, which also imports httpx's
+    HTTP layer.
 
 Rounds are interleaved (baseline, client, baseline, ...) and the medians of
 the rounds reported, so that the machine's drift falls on both.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -120,6 +126,56 @@ def cold(base: str) -> None:
         print(f"| {label} | {statistics.median(ordered):.2f} | {ordered[int(len(ordered) * 0.9)]:.2f} |")
 
 
+def construction() -> None:
+    print("\n### Making a client\n")
+    count = 200
+    print(f"Microseconds per construction (and close), {ROUNDS} interleaved rounds of {count}; every round.\n")
+    makers: dict[str, Callable[[], object]] = {
+        "httpx.Client() (defaults)": lambda: httpx.Client(),
+        "httpx.Client(verify=False)": lambda: httpx.Client(verify=False),
+        "RegistryClient, http://": lambda: RegistryClient("http://registry:8080", release="^1.2"),
+        "RegistryClient, https://": lambda: RegistryClient("https://registry.example", release="^1.2"),
+    }
+    rounds: dict[str, list[float]] = {label: [] for label in makers}
+    for make in makers.values():
+        make().close()  # type: ignore[attr-defined]  # imports done, shared context built
+    for _ in range(ROUNDS):
+        for label, make in makers.items():
+            started = time.perf_counter()
+            for _ in range(count):
+                make().close()  # type: ignore[attr-defined]
+            rounds[label].append((time.perf_counter() - started) / count * 1e6)
+    print("| | " + " | ".join(f"round {i + 1}" for i in range(ROUNDS)) + " | median |")
+    print("|---|" + "---:|" * (ROUNDS + 1))
+    for label, values in rounds.items():
+        cells = " | ".join(f"{value:.0f}" for value in values)
+        print(f"| {label} | {cells} | {statistics.median(values):.0f} |")
+    program = (
+        "import time\n"
+        "from registry.client import RegistryClient\n"
+        "started = time.perf_counter()\n"
+        "RegistryClient({url!r}).close()\n"
+        "print((time.perf_counter() - started) * 1e3)\n"
+    )
+    print("\nThe first client of a fresh process (after importing registry.client), milliseconds, 5 processes:\n")
+    print("| | each process |")
+    print("|---|---|")
+    for url in ("http://registry:8080", "https://registry.example"):
+        firsts = [
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", program.format(url=url)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=ROOT,
+                ).stdout
+            )
+            for _ in range(5)
+        ]
+        print(f"| RegistryClient, {url.split(':')[0]}:// | " + ", ".join(f"{value:.1f}" for value in firsts) + " |")
+
+
 def main() -> None:
     print(
         f"Machine: {platform.processor() or platform.machine()}, {platform.platform()}; "
@@ -131,6 +187,7 @@ def main() -> None:
             with RegistryClient(server.base, release="v1.2.0") as client:
                 warm(client)
             cold(server.base)
+    construction()
 
 
 if __name__ == "__main__":

@@ -6,11 +6,13 @@ the event loop is never blocked."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Any
 
 import httpx
 
+from registry.client import tls
 from registry.client.agent import Agent
 from registry.client.cache import CacheKey, Entry
 from registry.client.core import (
@@ -51,13 +53,18 @@ class AsyncRegistryClient:
         follow: bool = False,
         follow_wait: float = FOLLOW_WAIT_SECONDS,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         # Opening a bundle reads and hashes a file: done here, at startup, like
         # the sync client, before any request is served.
         self._core = ClientCore(base_url, release=release, ttl=ttl, bundle=bundle, retries=retries)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.AsyncClient(
-            base_url=self._core.base_url, timeout=timeout, headers=headers, transport=transport
+            base_url=self._core.base_url,
+            timeout=timeout,
+            headers=headers,
+            transport=transport,
+            verify=tls.context_for(self._core.base_url, verify) if transport is None else verify,
         )
         self._timeout = timeout
         self._follow_wait = follow_wait

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from registry.client import tls
 from registry.client.agent import Agent
 from registry.client.cache import CacheKey, Entry
 from registry.client.core import (
@@ -57,10 +59,18 @@ class RegistryClient:
         follow: bool = False,
         follow_wait: float = FOLLOW_WAIT_SECONDS,
         transport: httpx.BaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._core = ClientCore(base_url, release=release, ttl=ttl, bundle=bundle, retries=retries)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self._core.base_url, timeout=timeout, headers=headers, transport=transport)
+        self._http = httpx.Client(
+            base_url=self._core.base_url,
+            timeout=timeout,
+            headers=headers,
+            transport=transport,
+            # A given transport is used as it is: no context to build for it.
+            verify=tls.context_for(self._core.base_url, verify) if transport is None else verify,
+        )
         self._timeout = timeout
         self._follow_wait = follow_wait
         self._refresher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="registry-refresh")
