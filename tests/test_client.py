@@ -35,8 +35,10 @@ from registry.client import (
     RenderError,
     RetryPolicy,
 )
-from registry.client.agent import as_request_json
+from registry.client.agent import _plain_json_within, as_request_json
 from registry.format.bundle import Bundle
+from registry.format.inputschema import MAX_VALIDATED_DEPTH, measure
+from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app
 from tests.redis_server import free_port
@@ -328,6 +330,36 @@ def test_inputs_json_cannot_carry_are_refused_however_large_or_cyclic() -> None:
     assert as_request_json({"x": [[i] for i in range(1000)]}) == {"x": [[i] for i in range(1000)]}
     with pytest.raises(InvalidRequest):
         as_request_json({"x": 10**5000})  # past the json module's 4,300 digits
+
+
+_SMALL_BUDGET = RenderLimits(max_input_values=12, max_input_chars=24)
+_PLAIN_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(st.dictionaries(st.text(max_size=6), _PLAIN_JSON | _JSONISH, max_size=5))
+@settings(max_examples=500, deadline=None)
+def test_the_clients_one_walk_counts_the_budget_as_the_server_measures_it(inputs: dict[str, Any]) -> None:
+    """A render skips ``measure`` when the client's walk found the inputs
+    within budget: the walk must never say so of inputs measure refuses."""
+    if _plain_json_within(inputs, None):
+        within = measure(inputs, max_values=_SMALL_BUDGET.max_input_values, max_chars=_SMALL_BUDGET.max_input_chars)
+        assert _plain_json_within(inputs, _SMALL_BUDGET) == (within is None)
+
+
+def test_the_clients_walk_knows_the_nesting_limit() -> None:
+    def nested(levels: int) -> Any:
+        value: Any = [1]
+        for _ in range(levels - 1):
+            value = [value]
+        return value
+
+    for levels in (MAX_VALIDATED_DEPTH - 1, MAX_VALIDATED_DEPTH, MAX_VALIDATED_DEPTH + 1):
+        inputs = {"x": nested(levels)}
+        assert _plain_json_within(inputs, RenderLimits()) == (measure(inputs) is None), levels
 
 
 # -- faults -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from registry.agents.parsers import ParseResult
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, RenderError
 from registry.format.definition import CompiledAgent, compile_definition
+from registry.format.inputschema import MAX_VALIDATED_DEPTH
 from registry.models import Prompt, Resolution
 from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 
@@ -98,8 +99,12 @@ class Agent:
         last two name this agent and its release in their message.
         """
         merged = {**(inputs or {}), **variables}
+        # One walk says both that the round trip would change nothing and that
+        # the inputs are within budget; otherwise the round trip is taken, and
+        # the render measures them as the server does (and refuses them alike).
+        plain = _plain_json_within(merged, _LIMITS)
         try:
-            return self.compiled.render(as_request_json(merged), limits=_LIMITS)
+            return self.compiled.render(merged if plain else as_request_json(merged), limits=_LIMITS, measured=plain)
         except (InvalidInputs, RenderError) as exc:
             exc.locate(f"{self.usecase}/{self.name}", self.tag)
             raise
@@ -127,7 +132,7 @@ class Agent:
 
 def as_request_json(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """``inputs`` as the server would receive them in a render request's body."""
-    if type(inputs) is dict and _already_json(inputs):
+    if type(inputs) is dict and _plain_json_within(inputs, None):
         # The round trip would give back equal values: skip its ~10 µs.
         return inputs
     try:
@@ -147,22 +152,34 @@ _CHECKED_VALUES = 256
 _CHECKED_INT_BITS = 1024
 
 
-def _already_json(inputs: dict[str, Any]) -> bool:
+def _plain_json_within(inputs: dict[str, Any], limits: RenderLimits | None) -> bool:
     """Whether ``inputs`` come back from a JSON round trip unchanged: only
     dicts with string keys, lists, finite floats, and strings UTF-8 can carry
-    (no lone surrogates), few enough to check quickly and never cyclic."""
-    pending: list[Any] = [inputs]
+    (no lone surrogates), few enough to check quickly and never cyclic.
+
+    With ``limits``, also whether they are within its input budget exactly as
+    ``format.inputschema.measure`` counts it (every container's length, the
+    characters of every string and key, no non-empty container nested
+    ``MAX_VALIDATED_DEPTH`` levels down), so that the render need not walk
+    them again.
+    """
+    pending: list[tuple[Any, int]] = [(inputs, 0)]
     seen = 0
+    chars = 0
+    deepest = 0
     while pending:
-        container = pending.pop()
+        container, depth = pending.pop()
         seen += len(container)
         if seen > _CHECKED_VALUES:
             return False
+        if container and depth > deepest:
+            deepest = depth
         items = container
         if type(container) is dict:
             for key in container:
                 if type(key) is not str or (not key.isascii() and not _encodable(key)):
                     return False
+                chars += len(key)
             items = container.values()
         # Scalars are checked here, not pushed and popped: most values are.
         for item in items:
@@ -170,8 +187,9 @@ def _already_json(inputs: dict[str, Any]) -> bool:
             if kind is str:
                 if not item.isascii() and not _encodable(item):
                     return False
+                chars += len(item)
             elif kind is dict or kind is list:
-                pending.append(item)
+                pending.append((item, depth + 1))
             elif kind is int:
                 if item.bit_length() > _CHECKED_INT_BITS:  # json refuses ints past 4,300 digits by default
                     return False
@@ -180,7 +198,9 @@ def _already_json(inputs: dict[str, Any]) -> bool:
                     return False
             elif kind is not bool and item is not None:  # tuples, subclasses (IntEnum, ...), anything else
                 return False
-    return True
+    if limits is None:
+        return True
+    return seen <= limits.max_input_values and chars <= limits.max_input_chars and deepest < MAX_VALIDATED_DEPTH
 
 
 def _encodable(text: str) -> bool:

@@ -105,13 +105,15 @@ class CompiledAgent:
         """The output parser the definition declares (``text`` by default)."""
         return OutputParser.from_definition(self.definition)
 
-    def render(self, inputs: Any, *, limits: RenderLimits) -> Prompt:
+    def render(self, inputs: Any, *, limits: RenderLimits, measured: bool = False) -> Prompt:
         """Validate ``inputs`` and render every role's template, in file order.
 
         Inputs over the input budget of ``limits`` are refused before any
         schema work: too much text as ``PayloadTooLarge`` (more than a
-        request may carry), too many values or levels as ``InvalidInputs``.
-        Validating and rendering share one clock, ``limits.max_seconds``.
+        request may carry), too many values or levels as ``InvalidInputs``;
+        ``measured`` says the caller has found them within it already, by
+        ``measure``'s own count. Validating and rendering share one clock,
+        ``limits.max_seconds``.
         """
         if self.pattern is not None:
             # A composite runs other agents: there is no one prompt to render.
@@ -121,7 +123,7 @@ class CompiledAgent:
                 steps=[{"call": call.label, "agent": call.agent} for call in self.pattern.calls],
             )
         deadline = Deadline.after(limits.max_seconds)
-        variables = self._checked_inputs(inputs, limits, deadline)
+        variables = self._checked_inputs(inputs, limits, deadline, measured=measured)
         tools = self.definition.get("tools")
         if tools is not None and "tools" not in variables:
             variables["tools"] = tools
@@ -138,13 +140,17 @@ class CompiledAgent:
         filled in: for a composite, whose inputs are checked before it runs."""
         return self._checked_inputs(inputs, limits, Deadline.after(limits.max_seconds))
 
-    def _checked_inputs(self, inputs: Any, limits: RenderLimits, deadline: Deadline) -> dict[str, Any]:
+    def _checked_inputs(
+        self, inputs: Any, limits: RenderLimits, deadline: Deadline, *, measured: bool = False
+    ) -> dict[str, Any]:
         if not isinstance(inputs, dict):
             raise InvalidInputs(
                 "inputs must be a JSON object",
                 [Issue(message=f"expected an object, got {_json_type(inputs)}")],
             )
-        excess = measure(inputs, max_values=limits.max_input_values, max_chars=limits.max_input_chars)
+        excess = (
+            None if measured else measure(inputs, max_values=limits.max_input_values, max_chars=limits.max_input_chars)
+        )
         if excess is not None:
             if excess.budget == "text":
                 raise PayloadTooLarge(excess.issue.message)

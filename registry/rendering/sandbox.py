@@ -392,7 +392,7 @@ def _print_text(context: Context, *parts: Any) -> str:
     (what Jinja's ``finalize`` would be), then ``str()``."""
     for part in parts:
         if part.__class__ is not str:  # _checked_print and str() leave a str as it is
-            text = "".join([part if part.__class__ is str else str(_checked_print(part)) for part in parts])
+            text = "".join([_printed(part) for part in parts])
             break
     else:
         text = "".join(parts)
@@ -402,6 +402,16 @@ def _print_text(context: Context, *parts: Any) -> str:
     if budget.chars > budget.max_chars:
         raise SecurityError(f"rendering produced more than {budget.max_chars} characters")
     return text
+
+
+def _printed(part: Any) -> str:
+    """``str(_checked_print(part))``, without the call for what it passes as it is."""
+    kind = part.__class__
+    if kind is str:
+        return part  # type: ignore[no-any-return]
+    if kind is int or kind is float or kind is bool or part is None:
+        return str(part)
+    return str(_checked_print(part))
 
 
 @pass_context
@@ -529,6 +539,9 @@ def _checked_print(value: Any) -> Any:
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
     limits = _active_budget().limits
+    if isinstance(value, str):  # Markup, from a filter such as tojson: _check_measured's size, directly
+        _check_chars(len(value) + 2, limits, "printing a value")
+        return value
     _check_measured(value, limits, "printing a value")
     if not isinstance(value, (str, list, tuple, dict, set, frozenset, Undefined, TemplateModule)):
         # Generators, functions and methods print as their memory address:
@@ -572,28 +585,53 @@ def _approx_size(value: Any, limit: int) -> int:
     every time they appear; stops counting once past ``limit``."""
     total = 0
     pending = [value]
+    pop, extend = pending.pop, pending.extend
     while pending and total <= limit:
-        item = pending.pop()
-        if isinstance(item, (str, bytes)):
+        item = pop()
+        # The classes JSON inputs are made of first, by identity (a filter's
+        # guard measures its value on every call); anything else, subclasses
+        # included, takes the general branches below, which give the same sizes.
+        kind = item.__class__
+        if kind is str:
             total += len(item) + 2
-        elif isinstance(item, dict):
+        elif kind is dict:
             total += 2 + 4 * len(item)
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple, set, frozenset, KeysView, ValuesView, ItemsView)):
+            extend(item.keys())
+            extend(item.values())
+        elif kind is list or kind is tuple:
             total += 2 + 2 * len(item)
-            pending.extend(item)
-        elif isinstance(item, Namespace):  # prints its attributes like a dict
-            pending.append(namespace_attributes(item))
-        elif isinstance(item, int):
-            total += item.bit_length() // 3 + 1  # ints may have 65,536 bits: about 20,000 digits
-        elif isinstance(item, range):
-            total += 2 + 10 * len(item)
-        elif isinstance(item, TemplateModule) and hasattr(item, "_registry_output"):
-            total += item._registry_output.size
-        else:
+            extend(item)
+        elif kind is int or kind is bool:
+            total += item.bit_length() // 3 + 1
+        elif kind is float or item is None:
             total += 8
+        else:
+            total += _approx_size_of_other(item, pending)
     return total
+
+
+def _approx_size_of_other(item: Any, pending: list[Any]) -> int:
+    """``_approx_size``'s share for one value of any other class; what it holds
+    goes on ``pending``."""
+    if isinstance(item, (str, bytes)):
+        return len(item) + 2
+    if isinstance(item, dict):
+        pending.extend(item.keys())
+        pending.extend(item.values())
+        return 2 + 4 * len(item)
+    if isinstance(item, (list, tuple, set, frozenset, KeysView, ValuesView, ItemsView)):
+        pending.extend(item)
+        return 2 + 2 * len(item)
+    if isinstance(item, Namespace):  # prints its attributes like a dict
+        pending.append(namespace_attributes(item))
+        return 0
+    if isinstance(item, int):
+        return item.bit_length() // 3 + 1  # ints may have 65,536 bits: about 20,000 digits
+    if isinstance(item, range):
+        return 2 + 10 * len(item)
+    if isinstance(item, TemplateModule) and hasattr(item, "_registry_output"):
+        return int(item._registry_output.size)
+    return 8
 
 
 def _check_chars(size: int, limits: RenderLimits, what: str) -> None:
@@ -689,33 +727,28 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
     filter without one into a constant at compile time, with no render's
     limits and its result kept in the compiled code."""
     passes = filter_passes(func)
+    sized = name in _SIZED_FILTERS
+    # Filters whose arguments need a look of their own before they run; the
+    # others only have their value measured (when it is a container).
+    special = name in ("join", "format", "sum") or name in _LAZY_FILTERS
+    what = f"the {name} filter"
 
     @pass_context
     @wraps(func)
     def guarded(context: Any, *args: Any, **kwargs: Any) -> Any:
-        budget = _active_budget()
-        budget.check_time()
+        budget = _budget.get() or _active_budget()
+        if time.monotonic() > budget.checkpoint:  # budget.check_time(), inlined: every filter call runs it
+            budget.check_time()
         limits = budget.limits
         value = args[0] if args else None
-        rest = _Arguments(args[1:], kwargs)
-        if name in _SIZED_FILTERS:
-            _check_chars(_estimate(name, value, rest, limits.max_value_chars), limits, f"the {name} filter")
-        elif name == "join":
-            items = _joined(value, rest.get(0, "d", ""), limits, "the join filter")
-            args = (items, *args[1:])
-        elif name == "format" and isinstance(value, str):
-            _check_format(value, [*args[1:], *kwargs.values()], limits)
-        elif name == "sum" and not isinstance(rest.get(1, "start", 0), (int, float)):
-            # Adding lists or strings with sum is quadratic; join does it in linear time.
-            raise SecurityError("the sum filter adds numbers only; use join for text and lists")
-        elif isinstance(value, (list, tuple, dict, set, frozenset, range)):
+        if sized:
+            _check_chars(_estimate(name, value, _Arguments(args[1:], kwargs), limits.max_value_chars), limits, what)
+        elif special:
+            args = _checked_special(name, args, kwargs, limits)
+        elif value.__class__ is not str and isinstance(value, (list, tuple, dict, set, frozenset, range)):
             # Most filters print their value (upper, string, trim, ...), and a
             # nested list that shares one large part prints huge: measure first.
-            _check_measured(value, limits, f"the {name} filter")
-        if name in _LAZY_FILTERS and args:
-            # They test or map item after item inside, yielding only some:
-            # each item they take is a step, as a loop's would be.
-            args = (_counted(args[0]), *args[1:])
+            _check_measured(value, limits, what)
         if passes == "context":
             args = (context, *args)
         elif passes == "eval_context":
@@ -723,11 +756,38 @@ def _guard_builtin_filter(name: str, func: Callable[..., Any]) -> Callable[..., 
         elif passes == "environment":
             args = (context.environment, *args)
         result = func(*args, **kwargs)
+        if result.__class__ is str:  # _check_result(result, ...), for the usual result
+            if len(result) > limits.max_value_chars:
+                _check_chars(len(result), limits, what)
+            return result
         if isinstance(result, GeneratorType):  # map, select, reject, ...: lazy, so measured item by item
-            return _metered(result, f"the {name} filter")
-        return _check_result(result, limits, f"the {name} filter")
+            return _metered(result, what)
+        return _check_result(result, limits, what)
 
     return guarded
+
+
+def _checked_special(
+    name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], limits: RenderLimits
+) -> tuple[Any, ...]:
+    """The arguments of a join, format, sum or lazy filter, checked (and, for
+    join and the lazy filters, wrapped so that their work is counted)."""
+    value = args[0] if args else None
+    rest = _Arguments(args[1:], kwargs)
+    if name == "join":
+        args = (_joined(value, rest.get(0, "d", ""), limits, "the join filter"), *args[1:])
+    elif name == "format" and isinstance(value, str):
+        _check_format(value, [*args[1:], *kwargs.values()], limits)
+    elif name == "sum" and not isinstance(rest.get(1, "start", 0), (int, float)):
+        # Adding lists or strings with sum is quadratic; join does it in linear time.
+        raise SecurityError("the sum filter adds numbers only; use join for text and lists")
+    elif isinstance(value, (list, tuple, dict, set, frozenset, range)):
+        _check_measured(value, limits, f"the {name} filter")
+    if name in _LAZY_FILTERS and args:
+        # They test or map item after item inside, yielding only some:
+        # each item they take is a step, as a loop's would be.
+        args = (_counted(args[0]), *args[1:])
+    return args
 
 
 def _metered(items: Iterator[Any], what: str) -> Iterator[Any]:
