@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +19,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from registry.store.mirror import GitMirror, SyncError, redact
+from registry.store.mirror import GitMirror, Syncer, SyncError, redact
 from tests.conftest import MINIMAL, Upstream, eventually
 
 SECRET = "hook-secret"
@@ -409,3 +411,105 @@ def test_before_its_first_sync_a_replica_answers_not_ready_with_retry_after(
     upstream.bare.rename(later)  # the remote becomes reachable
     assert syncer.sync_now()
     assert client.open(path, method=method, json=body if method == "POST" else None).status_code == 200
+
+
+# -- workers of one replica --------------------------------------------------------
+
+_ENSURE_AT_ONCE = """
+import os, sys, time
+from registry.store.mirror import GitMirror
+go = sys.argv[3]
+while not os.path.exists(go):
+    time.sleep(0.001)
+GitMirror(sys.argv[1], sys.argv[2]).ensure()
+"""
+
+
+def test_workers_booting_together_make_one_mirror(upstream: Upstream, tmp_path: Path) -> None:
+    """Every worker of a replica ensures the mirror as it boots; with a new
+    data directory they all find none, and only one may make it."""
+    directory, go = tmp_path / "data" / "mirror.git", tmp_path / "go"
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ENSURE_AT_ONCE, upstream.url, str(directory), str(go)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    time.sleep(0.5)  # all of them waiting for the signal
+    go.touch()
+    outcomes = [(worker.communicate(timeout=60)[1], worker.returncode) for worker in workers]
+    assert [error for error, status in outcomes if status != 0] == []
+    mirror = GitMirror(upstream.url, directory)
+    mirror.fetch()
+    assert (
+        "v1.2.0"
+        in subprocess.run(
+            ["git", "-C", str(directory), "tag"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+
+
+_WAIT_UNDER_GEVENT = """
+import gevent.monkey
+gevent.monkey.patch_all()
+import sys, time
+import gevent
+from registry.store.filelock import exclusively
+ticks = []
+def tick():
+    while True:
+        ticks.append(time.monotonic())
+        gevent.sleep(0.01)
+ticker = gevent.spawn(tick)
+started = time.monotonic()
+with exclusively(sys.argv[1]):
+    waited = time.monotonic() - started
+ticker.kill()
+during = [t for t in ticks if started < t < started + waited]
+print(f"{waited:.3f} {len(during)}")
+"""
+
+
+def test_waiting_for_the_sync_lock_leaves_a_gevent_worker_serving(tmp_path: Path) -> None:
+    """A gevent worker shares one thread among its connections: while it waits
+    for another process's lock, its other greenlets must keep running."""
+    lock = tmp_path / "sync.lock"
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom registry.store.filelock import exclusively\n"
+            "with exclusively(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(1.0)\n",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        waiter = subprocess.run(
+            [sys.executable, "-c", _WAIT_UNDER_GEVENT, str(lock)], capture_output=True, text=True, timeout=60
+        )
+    assert waiter.returncode == 0, waiter.stderr
+    waited, ticks = waiter.stdout.split()
+    assert float(waited) > 0.3  # it did wait for the holder
+    assert int(ticks) >= 10  # and the other greenlet ran meanwhile (every 10 ms)
+
+
+def test_a_worker_whose_sibling_fetched_after_it_was_asked_does_not_fetch_again(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    first = Syncer(GitMirror(upstream.url, data / "mirror.git"), interval=3600, data_dir=data)
+    second = Syncer(GitMirror(upstream.url, data / "mirror.git"), interval=3600, data_dir=data)
+    asked = time.time()
+    assert first.sync_now()
+    # The second worker's turn at the lock comes after the first's fetch,
+    # which started after the second was asked: nothing more to fetch.
+    assert second._fetch_locked(asked)
+    assert (first.fetches, second.fetches) == (1, 0)
+    # Asked after that fetch started, it fetches.
+    assert second.sync_now()
+    assert second.fetches == 1

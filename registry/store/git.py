@@ -39,7 +39,7 @@ _REF_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 
 _BLOB = "blob"
 _REGULAR_FILE_MODES = (0o100644, 0o100755)
-_TREES_KEPT = 64
+_TREES_KEPT = 256  # as many as the service keeps catalogs (see serving.service)
 # How long after a change to refs/tags its entries are still compared one by one
 # (see GitStore._refs_state): far above any file system's clock tick.
 _SETTLING_NS = 2_000_000_000

@@ -21,9 +21,11 @@ each fetch the mirror clears lock files that are older than
 in a background thread. Requests never wait for a fetch: git adds objects
 before it moves refs, and a request resolves its release once and then reads
 by commit id, so nothing is torn. Triggers that arrive during a fetch
-coalesce into one more fetch. Across worker processes an exclusive ``flock``
-lets one fetch run at a time, and the outcome is written to
-``sync-status.json`` so that every worker's ``/readyz`` reports the same.
+coalesce into one more fetch. Across worker processes an exclusive file lock
+(``registry.store.filelock``, whose wait lets a gevent worker go on serving)
+lets one fetch run at a time; a worker whose turn comes after another's
+fetch that started after it was asked skips its own. The outcome is written
+to ``sync-status.json`` so that every worker's ``/readyz`` reports the same.
 
 Credentials in the remote URL never leave this module: every URL and git
 message is passed through ``redact`` first.
@@ -31,7 +33,6 @@ message is passed through ``redact`` first.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -49,6 +50,7 @@ from urllib.parse import urlsplit
 from registry.errors import StoreError
 from registry.models import plural
 from registry.settings import redact
+from registry.store.filelock import exclusively
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +135,20 @@ class GitMirror:
         self._secrets = [s for s in (url, urlsplit(url).password, urlsplit(url).username) if s]
 
     def ensure(self) -> None:
-        """Create the empty mirror if it does not exist yet."""
+        """Create the empty mirror if it does not exist yet.
+
+        Every worker of a replica calls it as it boots: a lock next to the
+        mirror makes one of them create it, and the others find it made (two
+        ``git init`` in one directory fail, and so does the worker that loses).
+        """
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with exclusively(self.directory.with_name(self.directory.name + ".lock")):
+                self._ensure_locked()
+        except OSError as exc:
+            raise SyncError(f"cannot lock the mirror {self.directory} to create it: {exc}") from exc
+
+    def _ensure_locked(self) -> None:
         if (self.directory / "HEAD").exists():
             # Written only when it changed: writing takes a lock every worker would contend for.
             if self._git("config", "--default", "", "--get", "remote.origin.url").strip() != self.url:
@@ -372,14 +387,14 @@ class Syncer:
 
     def sync_now(self) -> bool:
         """Fetch once, waiting for any other process's fetch first; True on success."""
+        asked_at = time.time()
         with self._progress:
             self._started += 1
             number = self._started
         succeeded = False
         try:
-            with open(self._lock_path, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                succeeded = self._fetch_locked()
+            with exclusively(self._lock_path):
+                succeeded = self._fetch_locked(asked_at)
         except OSError as exc:
             log.error("cannot lock %s: %s", self._lock_path, exc)
         finally:
@@ -390,8 +405,13 @@ class Syncer:
             self.on_fetched(succeeded)
         return succeeded
 
-    def _fetch_locked(self) -> bool:
+    def _fetch_locked(self, asked_at: float) -> bool:
         previous = self.status()
+        if previous.last_error is None and previous.last_attempt is not None and previous.last_attempt >= asked_at:
+            # Another worker's fetch started after this one was asked for, and
+            # succeeded: it brought everything this one would (every worker of
+            # a replica hears the same announcement, and fetched in turn).
+            return True
         attempt = time.time()
         cleared: list[str] = []
         try:

@@ -8,14 +8,13 @@ never followed.
 
 ``FileTagMemory`` keeps the memory in ``<data-dir>/tags.json`` so a restart
 keeps it, shared safely by every worker process through an exclusive
-``flock`` around each read-merge-write and an atomic rename.
+file lock around each read-merge-write and an atomic rename.
 ``InMemoryTagMemory`` is the same without a data directory: the memory lasts
 as long as the process.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from registry.errors import StoreError
+from registry.store.filelock import exclusively
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,7 @@ class FileTagMemory:
             if all(tag in self._known for tag in observed):
                 return {tag: self._known[tag] for tag in observed}
             try:
-                with open(self._lock_path, "a") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX)
+                with exclusively(self._lock_path):
                     stored = self._read()
                     added = {t: c for t, c in observed.items() if t not in stored}
                     if added:
