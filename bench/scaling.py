@@ -2,7 +2,7 @@
 
 Run by hand, from the repository root, with the dev environment:
 
-    .venv/bin/python bench/scaling.py              # about 3 minutes
+    .venv/bin/python bench/scaling.py              # about 2 minutes
     .venv/bin/python bench/scaling.py --rounds 3 --calls 1000   # a quick look
 
 Builds real git repositories with ``git fast-import`` (annotated release
