@@ -116,8 +116,43 @@ def test_a_tag_whose_object_is_missing_is_a_store_error(repo: LibraryRepo) -> No
     repo.tag("v1.0.0", annotated=True)
     tag_object = repo.git("rev-parse", "v1.0.0")
     os.remove(os.path.join(repo.path, ".git", "objects", tag_object[:2], tag_object[2:]))
-    with pytest.raises(StoreError, match="cannot list the repository's tags"):
+    with pytest.raises(StoreError, match="cannot read the repository's objects"):
         GitStore(repo.path, root=AGENTS).releases()
+
+
+def test_tags_that_are_not_releases_are_never_read(repo: LibraryRepo) -> None:
+    """Whatever a tag not named like a release holds (an odd name, an object
+    the repository lacks), the releases are listed; so are release tags
+    that do not end at a commit, ignored."""
+    repo.write("a/b.yml", MINIMAL)
+    commit = repo.commit()
+    repo.tag("v1.0.0", annotated=True)
+    # Names str.splitlines would cut in two; the second piece of the last
+    # would read as a release tag of its own.
+    for odd in ("x\u0085y", "z\u2028w", "p\u2029q", "x\u2028refs/tags/v9.9.9"):
+        repo.git("tag", odd)
+    tags = os.path.join(repo.path, ".git", "refs", "tags")
+    with open(os.path.join(tags, "nightly"), "w") as dangling:
+        dangling.write("1" * 40 + "\n")
+    repo.git("tag", "v2.0.0", "HEAD^{tree}")
+    assert [(r.tag, r.commit) for r in GitStore(repo.path, root=AGENTS).releases().releases] == [("v1.0.0", commit)]
+
+
+def test_a_tag_change_in_the_clock_tick_of_the_last_listing_is_seen_once_settled(repo: LibraryRepo) -> None:
+    """No request looked at refs/tags while it settled: the first look after
+    lists the tags once more, and finds what the directory's times hid."""
+    repo.write("a/b.yml", MINIMAL)
+    repo.commit()
+    repo.tag("v1.0.0")
+    tags = os.path.join(repo.path, ".git", "refs", "tags")
+    tick = time.time_ns()
+    os.utime(tags, ns=(tick, tick))
+    store = GitStore(repo.path, root=AGENTS)
+    assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
+    repo.tag("v1.1.0")
+    os.utime(tags, ns=(tick, tick))  # the same tick as the listing
+    time.sleep(2.2)  # refs/tags settles (2 s) with no request looking
+    assert [r.tag for r in store.releases().releases] == ["v1.1.0", "v1.0.0"]
 
 
 def test_new_tags_are_seen_without_restarting(repo: LibraryRepo) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -46,9 +47,11 @@ _SETTLING_NS = 2_000_000_000
 # While it settles, its entries are compared at most this often: each look reads
 # every loose tag, and a sync that fetches tags must not charge that per request.
 _RESCAN_NS = 250_000_000
-# What git for-each-ref says of each tag: its name, its object, and (for an
-# annotated tag) the object that tag points to; NUL-separated.
-_TAG_FORMAT = "--format=%(refname)%00%(objecttype)%00%(objectname)%00%(*objecttype)%00%(*objectname)"
+# What git for-each-ref says of each tag, reading no object: its name and its
+# object's id, NUL-separated.
+_TAG_FORMAT = "--format=%(refname)%00%(objectname)"
+# A listing of many thousand tags takes well under a second.
+_LISTING_TIMEOUT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -155,17 +158,24 @@ class GitStore:
         with self._refs_lock:
             state = self._refs_state()
             if not self._unchanged(state):
-                self._index = self._list_releases()
+                if not self._settled_as_listed(state):
+                    self._index = self._list_releases()
                 self._refs_seen = state
             return self._index
 
     def _unchanged(self, state: tuple[object, object]) -> bool:
         """Whether the refs are as they were at the last listing. The entries
-        of ``refs/tags`` count only while it settles (they are None after):
-        its settling must not look like a change and list every tag again."""
+        of ``refs/tags`` count only while it settles (they are None after);
+        the first look after it settled compares them once more."""
         marks, entries = state
         seen_marks, seen_entries = self._refs_seen
-        return marks == seen_marks and (entries is None or entries is seen_entries or entries == seen_entries)
+        if marks != seen_marks:
+            return False
+        if entries is None:
+            # Settled since the last listing, which compared entries: look once
+            # more, for a change in the same clock tick that no look caught.
+            return seen_entries is None
+        return entries is seen_entries or entries == seen_entries
 
     def channels(self) -> ChannelTable:
         """The channels file at the head of the default branch (``HEAD``), read
@@ -264,6 +274,14 @@ class GitStore:
         finally:
             self._observe_read(time.perf_counter() - started)
 
+    def _settled_as_listed(self, state: tuple[object, object]) -> bool:
+        """Whether ``refs/tags`` has settled since the last listing with the
+        entries that listing saw: then nothing changed, and one look at the
+        entries (a ``scandir``) spares listing every tag again."""
+        marks, entries = state
+        seen_marks, seen_entries = self._refs_seen
+        return marks == seen_marks and entries is None and seen_entries == self._scan_tag_entries()
+
     def _refs_state(self) -> tuple[object, object]:
         """What shows whenever a release tag is added, moved or deleted.
 
@@ -329,50 +347,62 @@ class GitStore:
         return ReleaseIndex.from_releases(releases)
 
     def _observe_tags(self) -> dict[str, str]:
-        """The commit of every tag named like a release, in one ``git
-        for-each-ref``: loose and packed refs alike, annotated tags peeled.
+        """The commit of every tag named like a release, in two git
+        processes whatever the number of tags: ``for-each-ref`` names every
+        tag and its object without reading objects (loose and packed refs
+        alike), and one ``cat-file --batch-check`` peels the release tags.
 
-        One process for any number of tags (GitPython reads ``packed-refs``
-        again for every tag it resolves: 32 s for 10,000 packed tags, during
-        which every request waited for the new listing). git itself fails on
-        a tag whose object is missing: that repository is broken, and saying
-        so beats serving "no releases".
+        GitPython read ``packed-refs`` again for every tag it resolved: 32 s
+        for 10,000 packed tags, during which every request waited for the new
+        listing. As before, a tag not named like a release is never read (it
+        may point anywhere, even to nothing); a release tag whose object is
+        missing means a broken repository, which is said rather than served
+        as "no releases"; one that does not end at a commit is ignored.
         """
-        try:
-            listing = self._repo.git.for_each_ref(_TAG_FORMAT, "refs/tags")
-        except (git.GitCommandError, OSError) as exc:
-            log.error("cannot list the tags of %s: %s", self._repo.common_dir, exc)
-            raise StoreError("cannot list the repository's tags") from exc
-        observed: dict[str, str] = {}
-        for line in listing.splitlines():
-            fields = line.split("\0")
-            if len(fields) != 5:
-                raise StoreError("cannot read the repository's tag listing")
-            refname, kind, target, peeled_kind, peeled = fields
+        names: dict[str, str] = {}
+        for line in self._git_output("for-each-ref", _TAG_FORMAT, "refs/tags").split("\n"):
+            # Split on newlines only: ref names may hold U+0085 or U+2028,
+            # which str.splitlines would also split on; never a NUL or a newline.
+            refname, separator, target = line.partition("\0")
             name = refname.removeprefix("refs/tags/")
-            if parse_version(name) is None:
-                continue
-            if kind == "tag" and peeled_kind == "tag":
-                commit = self._peel_nested(refname)  # a tag of a tag: rare, peeled one object at a time
-            elif kind == "tag":
-                commit = peeled if peeled_kind == "commit" else None
-            else:
-                commit = target if kind == "commit" else None
-            if commit is None:
+            if separator and parse_version(name) is not None:
+                names[name] = target
+        if not names:
+            return {}
+        # For each release tag, its object and the object it ends at (^{}
+        # peels tags of tags too); object ids come from git, never requests.
+        query = "".join(f"{target}\n{target}^{{}}\n" for target in names.values())
+        answers = self._git_output("cat-file", "--batch-check", stdin=query).split("\n")
+        observed: dict[str, str] = {}
+        for index, name in enumerate(names):
+            own, peeled = answers[2 * index].split(" "), answers[2 * index + 1].split(" ")
+            if own[-1] == "missing":
+                log.error("release tag %s points to object %s, which the repository does not have", name, own[0])
+                raise StoreError("cannot read the repository's objects")
+            if peeled[-1] == "missing" or len(peeled) != 3 or peeled[1] != "commit":
                 log.warning("tag %s does not point to a commit; ignored", name)
                 continue
-            observed[name] = commit
+            observed[name] = peeled[0]
         return observed
 
-    def _peel_nested(self, refname: str) -> str | None:
-        """The commit a tag of a tag points to, or None when it is not a commit."""
+    def _git_output(self, *args: str, stdin: str | None = None) -> str:
+        """What a read-only git command prints about this repository."""
         try:
-            with self._lock:
-                return str(git.TagReference(self._repo, refname).commit.hexsha)
-        except ValueError:
-            return None  # a tag on a tree or a blob, at the end of the chain
-        except (git.GitError, OSError) as exc:
-            raise StoreError("cannot read the repository's objects") from exc
+            done = subprocess.run(
+                ["git", f"--git-dir={self._repo.git_dir}", *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=_LISTING_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.error("cannot run git %s in %s: %s", args[0], self._repo.git_dir, exc)
+            raise StoreError("cannot list the repository's tags") from exc
+        if done.returncode != 0:
+            log.error("git %s in %s failed: %s", args[0], self._repo.git_dir, done.stderr.strip())
+            raise StoreError("cannot list the repository's tags")
+        return done.stdout
 
     def _root_tree(self, commit: git.Commit) -> git.Tree | None:
         """The agents root of a commit, or None when it has none."""
