@@ -741,6 +741,49 @@ class Probe(threading.Thread):
             self.join(timeout=15)
 
 
+def session(
+    args: argparse.Namespace,
+    replicas: list[Replica],
+    paths: list[tuple[str, str]],
+    title: str,
+    after_fault: float,
+    choreography: Callable[[float], None],
+    probe: Probe,
+    marks: dict[str, float],
+    events: list[tuple[float, str]],
+    recovery: tuple[str, str],
+) -> tuple[Fault, Callable[[], None]]:
+    """One session of load with ``choreography`` playing the fault: the fault
+    as measured, and what adds the notes every fault ends with (the counters'
+    changes, the cores busy, the servers' log lines), to call after its own."""
+    seconds = args.warmup + args.baseline + after_fault
+    before = [counters(replica) for replica in replicas]
+    try:
+        records, start, cores = run_load(args, ports(replicas), paths, seconds, choreography)
+    finally:
+        probe.stop()
+    mark, label = recovery
+    fault = Fault(
+        title,
+        records,
+        paths,
+        marks["fault"],
+        int(args.baseline),
+        int(after_fault),
+        (marks[mark], label),
+        events,
+        probe_failures=probe.failures,
+    )
+
+    def conclude() -> None:
+        fault.notes.extend(counter_changes(replicas, before))
+        fault.notes.append(busy(cores))
+        fault.log_lines, pauses = logs(replicas, start, start + seconds + 1, fault.fault_at)
+        fault.notes.extend(pauses)
+
+    return fault, conclude
+
+
 def redis_fault(
     args: argparse.Namespace, replicas: list[Replica], redis: RedisServer, paths: list[tuple[str, str]], round_: int
 ) -> Fault:
@@ -764,22 +807,17 @@ def redis_fault(
             (marks["restarted"], f"Redis restarted on :{redis.port} in {(marks['restarted'] - began) * 1000:.0f} ms")
         )
 
-    seconds = args.warmup + args.baseline + args.outage + args.after
-    before = [counters(replica) for replica in replicas]
-    try:
-        records, start, cores = run_load(args, ports(replicas), paths, seconds, choreography)
-    finally:
-        probe.stop()
-    fault = Fault(
-        f"Redis killed for {args.outage:g} s and restarted, round {round_ + 1}",
-        records,
+    fault, conclude = session(
+        args,
+        replicas,
         paths,
-        marks["fault"],
-        int(args.baseline),
-        int(args.outage + args.after),
-        (marks["restarted"], "the restart"),
+        f"Redis killed for {args.outage:g} s and restarted, round {round_ + 1}",
+        args.outage + args.after,
+        choreography,
+        probe,
+        marks,
         events,
-        probe_failures=probe.failures,
+        ("restarted", "the restart"),
     )
     restarted = marks["restarted"]
     for number, replica in enumerate(replicas):
@@ -797,10 +835,7 @@ def redis_fault(
             )
             + (f", the last unsubscribed one {deaf[-1]:.2f} s after it" if deaf else "")
         )
-    fault.notes.extend(counter_changes(replicas, before))
-    fault.notes.append(busy(cores))
-    fault.log_lines, pauses = logs(replicas, start, start + seconds + 1, fault.fault_at)
-    fault.notes.extend(pauses)
+    conclude()
     return fault
 
 
@@ -842,22 +877,17 @@ def sync_fault(
         if status != 202:
             probe.failures.append(f"the webhook answered {status}: {body[:300]!r}")
 
-    seconds = args.warmup + args.baseline + args.after
-    before = [counters(replica) for replica in replicas]
-    try:
-        records, start, cores = run_load(args, ports(replicas), paths, seconds, choreography)
-    finally:
-        probe.stop()
-    fault = Fault(
-        f"Sync of {last - first + 1} new tags (to {newest}) by webhook, round {round_ + 1}",
-        records,
+    fault, conclude = session(
+        args,
+        replicas,
         paths,
-        marks["fault"],
-        int(args.baseline),
-        int(args.after),
-        (marks["hooked"], "the webhook"),
+        f"Sync of {last - first + 1} new tags (to {newest}) by webhook, round {round_ + 1}",
+        args.after,
+        choreography,
+        probe,
+        marks,
         events,
-        probe_failures=probe.failures,
+        ("hooked", "the webhook"),
     )
     pushed = marks["pushed"]
     fault.notes.append(
@@ -877,10 +907,7 @@ def sync_fault(
             + f" ({len(answers)} probes)"
         )
     fault.notes.extend(verify_newest(replicas, paths, newest))
-    fault.notes.extend(counter_changes(replicas, before))
-    fault.notes.append(busy(cores))
-    fault.log_lines, pauses = logs(replicas, start, start + seconds + 1, fault.fault_at)
-    fault.notes.extend(pauses)
+    conclude()
     return fault
 
 

@@ -63,9 +63,9 @@ def test_a_tag_on_a_tree_is_ignored(repo: LibraryRepo) -> None:
     assert [r.tag for r in GitStore(repo.path, root=AGENTS).releases().releases] == ["v1.0.0"]
 
 
-def test_a_change_within_one_tick_of_the_directory_clock_is_seen_soon(repo: LibraryRepo) -> None:
-    """A file system whose clock did not move between two changes to refs/tags
-    leaves the directory's times as they were: the entries show the change."""
+def _tagged_in_the_tick_of_a_listing(repo: LibraryRepo) -> GitStore:
+    """A store that listed v1.0.0, then v1.1.0 tagged within the same tick of
+    a file system clock that did not move: nothing but the entries differ."""
     repo.write("a/b.yml", MINIMAL)
     repo.commit()
     repo.tag("v1.0.0")
@@ -75,7 +75,14 @@ def test_a_change_within_one_tick_of_the_directory_clock_is_seen_soon(repo: Libr
     store = GitStore(repo.path, root=AGENTS)
     assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
     repo.tag("v1.1.0")
-    os.utime(tags, ns=(tick, tick))  # the same tick: nothing but the entries differ
+    os.utime(tags, ns=(tick, tick))
+    return store
+
+
+def test_a_change_within_one_tick_of_the_directory_clock_is_seen_soon(repo: LibraryRepo) -> None:
+    """A file system whose clock did not move between two changes to refs/tags
+    leaves the directory's times as they were: the entries show the change."""
+    store = _tagged_in_the_tick_of_a_listing(repo)
     deadline = time.monotonic() + 10
     while [r.tag for r in store.releases().releases] != ["v1.1.0", "v1.0.0"]:
         assert time.monotonic() < deadline, "a tag made within one clock tick was never seen"
@@ -140,17 +147,8 @@ def test_tags_that_are_not_releases_are_never_read(repo: LibraryRepo) -> None:
 
 def test_a_tag_change_in_the_clock_tick_of_the_last_listing_is_seen_once_settled(repo: LibraryRepo) -> None:
     """No request looked at refs/tags while it settled: the first look after
-    lists the tags once more, and finds what the directory's times hid."""
-    repo.write("a/b.yml", MINIMAL)
-    repo.commit()
-    repo.tag("v1.0.0")
-    tags = os.path.join(repo.path, ".git", "refs", "tags")
-    tick = time.time_ns()
-    os.utime(tags, ns=(tick, tick))
-    store = GitStore(repo.path, root=AGENTS)
-    assert [r.tag for r in store.releases().releases] == ["v1.0.0"]
-    repo.tag("v1.1.0")
-    os.utime(tags, ns=(tick, tick))  # the same tick as the listing
+    compares the entries once more, and finds what the directory's times hid."""
+    store = _tagged_in_the_tick_of_a_listing(repo)
     time.sleep(2.2)  # refs/tags settles (2 s) with no request looking
     assert [r.tag for r in store.releases().releases] == ["v1.1.0", "v1.0.0"]
 
