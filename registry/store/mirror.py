@@ -87,6 +87,10 @@ class SyncStatus:
     """When the fetches started failing (the first failure since the last success)."""
     stale_locks_cleared: int = 0
     """Lock files left by killed git processes and cleared, in all."""
+    fetches_started: int = 0
+    """Fetches begun by any worker, numbered as they begin (under the sync lock)."""
+    last_success_fetch: int = 0
+    """The number of the latest fetch that succeeded."""
     failing_limit: float = field(default=0.0, compare=False)
     """How long fetches may fail before the replica is not ready (0: forever);
     the ``Syncer``'s setting, not stored."""
@@ -112,7 +116,16 @@ class SyncStatus:
         return READY
 
 
-_STORED_FIELDS = ("remote", "last_success", "last_attempt", "last_error", "failing_since", "stale_locks_cleared")
+_STORED_FIELDS = (
+    "remote",
+    "last_success",
+    "last_attempt",
+    "last_error",
+    "failing_since",
+    "stale_locks_cleared",
+    "fetches_started",
+    "last_success_fetch",
+)
 
 
 class GitMirror:
@@ -387,14 +400,16 @@ class Syncer:
 
     def sync_now(self) -> bool:
         """Fetch once, waiting for any other process's fetch first; True on success."""
-        asked_at = time.time()
+        # Any fetch numbered after this began after it was asked for: one
+        # under way now has its number already.
+        begun = self.status().fetches_started
         with self._progress:
             self._started += 1
             number = self._started
         succeeded = False
         try:
             with exclusively(self._lock_path):
-                succeeded = self._fetch_locked(asked_at)
+                succeeded = self._fetch_locked(begun)
         except OSError as exc:
             log.error("cannot lock %s: %s", self._lock_path, exc)
         finally:
@@ -405,13 +420,19 @@ class Syncer:
             self.on_fetched(succeeded)
         return succeeded
 
-    def _fetch_locked(self, asked_at: float) -> bool:
+    def _fetch_locked(self, begun: int) -> bool:
+        """Fetch, unless a fetch that began after ``begun`` fetches had begun
+        succeeded (numbers, not clocks: a clock stepped back must not skip a
+        fetch)."""
         previous = self.status()
-        if previous.last_error is None and previous.last_attempt is not None and previous.last_attempt >= asked_at:
-            # Another worker's fetch started after this one was asked for, and
+        if previous.last_error is None and previous.last_success_fetch > begun:
+            # Another worker's fetch began after this one was asked for, and
             # succeeded: it brought everything this one would (every worker of
             # a replica hears the same announcement, and fetched in turn).
             return True
+        fetch = previous.fetches_started + 1
+        previous = replace(previous, fetches_started=fetch)
+        self._write_status(previous)
         attempt = time.time()
         cleared: list[str] = []
         try:
@@ -443,6 +464,7 @@ class Syncer:
                 remote=self.mirror.display_url,
                 last_attempt=attempt,
                 last_success=time.time(),
+                last_success_fetch=fetch,
                 last_error=None,
                 failing_since=None,
                 stale_locks_cleared=previous.stale_locks_cleared + len(cleared),
