@@ -967,18 +967,26 @@ class CompiledTemplate:
     """One role's template, parsed and compiled once."""
 
     def __init__(self, environment: TemplateEnvironment, source: str, *, name: str) -> None:
-        try:
+        with _compiling():
             tree = environment.parse(source, name=name)
             self.referenced = _referenced_templates(tree)
             self.variables = _undeclared_variables(environment, tree)
             code = environment.compile(tree, name=name, filename=name)
-        except TemplateSyntaxError as exc:
-            raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
-        except TemplateError as exc:
-            raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
-        except (RecursionError, SyntaxError, MemoryError) as exc:
-            raise TemplateCompileError(_too_complex(exc)) from exc
         self.template = template_from_code(environment, code)
+
+
+@contextmanager
+def _compiling() -> Iterator[None]:
+    """Jinja's and Python's errors while parsing and compiling a template, as
+    the ``TemplateCompileError`` every caller reports."""
+    try:
+        yield
+    except TemplateSyntaxError as exc:
+        raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
+    except TemplateError as exc:
+        raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
+    except (RecursionError, SyntaxError, MemoryError) as exc:
+        raise TemplateCompileError(_too_complex(exc)) from exc
 
 
 def _too_complex(exc: BaseException) -> TemplateProblem:
@@ -1124,7 +1132,7 @@ class CompiledValue:
 
     def __init__(self, environment: TemplateEnvironment, source: str, *, name: str) -> None:
         self.source = source
-        try:
+        with _compiling():
             tree = environment.parse(source, name=name)
             body = tree.body
             if (
@@ -1142,12 +1150,6 @@ class CompiledValue:
             else:
                 self._expression = None
                 self._text = CompiledTemplate(environment, source, name=name)
-        except TemplateSyntaxError as exc:
-            raise TemplateCompileError(TemplateProblem(exc.message or str(exc), exc.lineno)) from exc
-        except TemplateError as exc:
-            raise TemplateCompileError(TemplateProblem(str(exc), None)) from exc
-        except (RecursionError, SyntaxError, MemoryError) as exc:
-            raise TemplateCompileError(_too_complex(exc)) from exc
 
     def evaluate(self, variables: Mapping[str, Any], *, limits: RenderLimits, what: str) -> Any:
         """The value, or the text; a ``RenderError`` naming ``what`` when it fails."""
