@@ -81,8 +81,10 @@ VERDICT_SCHEMA = (
 CLASSIFIER_LEAF = json_leaf("classifier", "Classify: {{ question }}", LABEL_SCHEMA, question="string")
 
 
-def vote_composite(agent: str, *, n: int, concurrency: int) -> str:
-    """A parallel vote of ``n`` runs of ``agent`` (a classifier), by majority of its label."""
+def vote_composite(agent: str, *, n: int, concurrency: int, field: str | None = "label") -> str:
+    """A parallel vote of ``n`` runs of ``agent`` (a classifier), by majority of
+    its ``field`` (of its whole output, with None)."""
+    compared = f", field: {field}" if field else ""
     return f"""\
 name: Vote
 inputs: {{type: object, required: [question], properties: {{question: {{type: string}}}}}}
@@ -92,7 +94,7 @@ pattern:
   n: {n}
   max_concurrency: {concurrency}
   branch: {{agent: {agent}, inputs: {{question: "{{{{ inputs.question }}}}"}}}}
-  aggregate: {{strategy: majority, field: label}}
+  aggregate: {{strategy: majority{compared}}}
 """
 
 

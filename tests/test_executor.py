@@ -21,6 +21,7 @@ from tests.executor_fixtures import (
     json_leaf,
     leaf,
     registry_client,
+    vote_composite,
 )
 
 DRAFT = leaf("the drafter", "Draft a reply to: {{ question }}", question="string")
@@ -54,21 +55,6 @@ pattern:
   routes:
     billing: {agent: support/billing, inputs: {question: "{{ inputs.question }}"}}
   default: {agent: support/fallback, inputs: {question: "{{ inputs.question }}"}}
-"""
-
-
-def vote(n: int, concurrency: int, strategy: str = "majority", field: str = "") -> str:
-    field_line = f", field: {field}" if field else ""
-    return f"""\
-name: Vote
-inputs: {{type: object, required: [question], properties: {{question: {{type: string}}}}}}
-pattern:
-  kind: parallel
-  mode: vote
-  n: {n}
-  max_concurrency: {concurrency}
-  branch: {{agent: support/classify, inputs: {{question: "{{{{ inputs.question }}}}"}}}}
-  aggregate: {{strategy: {strategy}{field_line}}}
 """
 
 
@@ -152,7 +138,7 @@ def library(repo: LibraryRepo) -> LibraryRepo:
             "support/billing.yml": BILLING,
             "support/fallback.yml": FALLBACK,
             "support/routed.yml": ROUTED,
-            "support/vote.yml": vote(5, 5),
+            "support/vote.yml": vote_composite("support/classify", n=5, concurrency=5, field=None),
             "batch/chunk.yml": CHUNK,
             "batch/report.yml": REPORT,
             "batch/mapped.yml": MAPPED,
@@ -256,7 +242,8 @@ def test_a_majority_vote_returns_the_most_common_answer(library: LibraryRepo) ->
 
 @pytest.mark.parametrize(("concurrency", "rounds"), [(5, 1), (1, 5)])
 def test_branches_run_concurrently_up_to_max_concurrency(repo: LibraryRepo, concurrency: int, rounds: int) -> None:
-    repo.release("v1.0.0", {"support/classify.yml": CLASSIFIER, "support/vote.yml": vote(5, concurrency)})
+    vote = vote_composite("support/classify", n=5, concurrency=concurrency, field=None)
+    repo.release("v1.0.0", {"support/classify.yml": CLASSIFIER, "support/vote.yml": vote})
     replies = [{"agent": "support/classify", "content": '{"label": "tech"}', "delay": 0.2, "repeat": True}]
     with executor_for(repo.path, replies) as executor:
         result = executor.run("support/vote", {"question": "q"})
