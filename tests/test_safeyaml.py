@@ -172,6 +172,31 @@ def test_very_deep_document_is_refused_without_reaching_the_recursive_composer()
     assert "nesting is deeper than 64 levels" in issue.message
 
 
+@pytest.mark.parametrize("depth", [65, 999, 1_000, 1_001, 1_025, 5_000])
+@pytest.mark.parametrize("style", ["flow-list", "flow-map", "block"])
+def test_our_depth_limit_speaks_at_every_depth_whatever_libyaml_refuses(depth: int, style: str) -> None:
+    # libyaml (PyYAML 6.0.4 on) stops near 1,000 levels with its own words;
+    # the registry's message, with the place of level 65, is given at any depth.
+    if style == "flow-list":
+        data = b"[" * depth + b"]" * depth
+        where = (1, 65)
+    elif style == "flow-map":
+        data = b"{a: " * depth + b"1" + b"}" * depth
+        where = (1, 4 * 64 + 1)
+    else:
+        data = b"- " * depth + b"x\n"  # compact block sequences, one inside the next
+        where = (1, 2 * 64 + 1)
+    issue = _only_issue(data)
+    assert issue.message == "nesting is deeper than 64 levels"
+    assert (issue.line, issue.column) == where
+
+
+def test_a_deep_document_with_a_syntax_error_before_the_limit_reports_that_error() -> None:
+    issue = _only_issue(b"a: [1, 2\nb: " + b"[" * 2_000 + b"]" * 2_000)
+    assert issue.message.startswith("YAML syntax error:")
+    assert issue.line is not None and issue.line <= 2
+
+
 def test_event_limit_is_enforced() -> None:
     data = b"a: [" + b", ".join([b"1"] * 100) + b"]\n"
     assert len(parse_yaml(data).value["a"]) == 100

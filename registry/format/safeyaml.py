@@ -44,6 +44,16 @@ class _DefinitionLoader(_BaseLoader):  # type: ignore[misc, valid-type]  # libya
     """The safe loader, with timestamps read as plain strings."""
 
 
+class _PythonEventLoader(yaml.SafeLoader):
+    """PyYAML's own parser, which sets no nesting limit of its own.
+
+    libyaml (from PyYAML 6.0.4's wheels on) refuses documents nested about
+    1,000 levels deep while its scanner looks ahead, before the first pass
+    has seen 64 of them; a document libyaml refuses is passed again through
+    this parser, so the registry's own limit speaks whatever the version.
+    """
+
+
 _DefinitionLoader.add_constructor(_TAG + "timestamp", yaml.SafeLoader.construct_yaml_str)
 
 
@@ -183,8 +193,20 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
 
 
 def _check_event_stream(text: str, limits: YamlLimits) -> None:
+    try:
+        _count_events(text, limits, _DefinitionLoader)
+    except yaml.MarkedYAMLError:
+        if _BaseLoader is yaml.SafeLoader:
+            raise
+        # Raises our own limit's error if the document breaks it before the
+        # syntax error; else the same syntax error, as PyYAML words it.
+        _count_events(text, limits, _PythonEventLoader)
+        raise
+
+
+def _count_events(text: str, limits: YamlLimits, loader: type[Any]) -> None:
     depth = events = 0
-    for event in yaml.parse(text, Loader=_DefinitionLoader):
+    for event in yaml.parse(text, Loader=loader):
         events += 1
         if events > limits.max_events:
             raise YamlError([_issue(f"document has more than {limits.max_events} YAML events", event.start_mark)])
