@@ -1090,6 +1090,7 @@ def test_the_index_page_links_the_docs_the_document_the_releases_and_health(clie
         "openapi": "/openapi.json",
         "releases": "/v1/releases",
         "health": "/healthz",
+        "ui": "/ui/",
     }
     _validate_against_openapi("/", "get", machine)
 

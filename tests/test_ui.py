@@ -200,3 +200,9 @@ def test_a_page_refuses_a_query_parameter_it_does_not_read(ui: FlaskClient, url:
 
 def test_an_unknown_page_is_an_html_404(ui: FlaskClient) -> None:
     assert "there is no page /ui/nowhere" in page(ui, "/ui/nowhere", status=404)
+
+
+def test_a_client_that_asks_the_root_for_json_is_given_the_ui_too(ui: FlaskClient) -> None:
+    answer = ui.get("/", headers={"Accept": "application/json"})
+    assert answer.get_json()["links"]["ui"] == "/ui/"
+    page(ui, answer.get_json()["links"]["ui"])

@@ -78,6 +78,7 @@ def index() -> BaseResponse:
         "openapi": url_for("api.openapi"),
         "releases": url_for("api.list_releases"),
         "health": url_for("api.healthz"),
+        "ui": url_for("ui.releases"),
     }
     if request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html":
         # A person: the UI, which links everything else.
