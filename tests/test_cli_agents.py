@@ -18,17 +18,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from registry.store.example import build_example_repository
 from tests.redis_server import free_port
 from tests.servers import RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 
 
-def call(base: str, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 60) -> tuple[int, Any]:
+def call(
+    base: str, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 60, token: str | None = None
+) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        base + path, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
@@ -37,13 +41,13 @@ def call(base: str, method: str, path: str, body: dict[str, Any] | None = None, 
 
 
 @contextmanager
-def agents_serve(*args: str, cwd: Path) -> Iterator[str]:
+def agents_serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """``agents serve`` on a free port, in a process group of its own, until the block ends."""
     port = free_port()
     process = subprocess.Popen(
         [CLI, "agents", "serve", "--port", str(port), *args],
         cwd=cwd,
-        env=clean_environment(),
+        env={**clean_environment(), **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -178,3 +182,56 @@ def test_bad_options_of_agents_serve_exit_2_with_one_line(tmp_path: Path) -> Non
         lines = [line for line in result.stderr.splitlines() if line.startswith("prompt-registry:")]
         assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr
         assert "Traceback" not in result.stderr and "secret" not in result.stderr
+
+
+TOKEN_A = "token-a-0123456789abcdef"
+TOKEN_B = "token-b-0123456789abcdef"
+GATED_REPLIES = (
+    "- {agent: support/draft_answer, content: 'Open Settings, then Profile.', repeat: true}\n"
+    "- {agent: compliance/response_gate, content: '{\"allow\": true}', repeat: true}\n"
+)
+
+
+def test_with_tokens_set_agents_serve_runs_a_local_library_and_each_token_sees_only_its_tasks(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "script.yml").write_text(GATED_REPLIES, encoding="utf-8")
+    repository = build_example_repository(tmp_path / "library")
+    options = ("--repo", str(repository), "--model", "scripted:script.yml", "--data-dir", "data")
+    tokens = {"REGISTRY_API_TOKENS": f"{TOKEN_A},{TOKEN_B}"}
+    create = {"input": "How do I change my e-mail address?", "additional_input": {"agent": "support/gated_answer"}}
+    with agents_serve(*options, cwd=tmp_path, env=tokens) as base:
+        status, refused = call(base, "POST", "/ap/v1/agent/tasks", create)
+        assert (status, refused["type"]) == (401, "/problems/unauthorized")
+        status, task = call(base, "POST", "/ap/v1/agent/tasks", create, token=TOKEN_A)
+        assert status == 200, task
+        steps = f"/ap/v1/agent/tasks/{task['task_id']}/steps"
+        status, hidden = call(base, "POST", steps, {}, token=TOKEN_B)
+        assert (status, hidden["type"]) == (404, "/problems/task-not-found")
+        assert call(base, "GET", "/ap/v1/agent/tasks", token=TOKEN_B)[1]["tasks"] == []
+        status, theirs = call(base, "POST", "/ap/v1/agent/tasks", create, token=TOKEN_B)
+        assert status == 200, theirs
+        while True:
+            status, step = call(base, "POST", steps, {}, token=TOKEN_A)
+            assert status == 200 and step["additional_output"]["state"] == "completed", step
+            if step["is_last"]:
+                break
+        assert step["additional_output"]["outcome"] == "completed"
+        listed = call(base, "GET", "/ap/v1/agent/tasks", token=TOKEN_A)[1]["tasks"]
+        assert [t["task_id"] for t in listed] == [task["task_id"]]
+
+
+def test_with_tokens_set_run_fetches_from_a_local_library_without_one(tmp_path: Path) -> None:
+    (tmp_path / "script.yml").write_text(GATED_REPLIES, encoding="utf-8")
+    repository = build_example_repository(tmp_path / "library")
+    result = subprocess.run(
+        [CLI, "run", "support/gated_answer", "--repo", str(repository), "--input", "question=How?"]
+        + ["--model", "scripted:script.yml"],
+        cwd=tmp_path,
+        env={**clean_environment(), "REGISTRY_API_TOKENS": TOKEN_A, "REGISTRY_ADMIN_TOKENS": TOKEN_B},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "outcome: completed" in result.stdout

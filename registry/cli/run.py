@@ -190,10 +190,14 @@ def _client(args: argparse.Namespace, local_settings: Callable[[], Settings]) ->
             raise ConfigurationError(f"--registry {args.registry!r}: expected an http(s) URL")
         return RegistryClient(args.registry, token=args.token or os.environ.get("REGISTRY_TOKEN") or None, timeout=10)
     # A library on this machine, served in process to the same client: what
-    # runs is exactly what a gateway would fetch.
+    # runs is exactly what a gateway would fetch. That registry is the
+    # operator's own and answers only this process, so it asks no token;
+    # REGISTRY_API_TOKENS still guards whatever this process serves over HTTP.
+    from dataclasses import replace
+
     from registry.serving.app import create_app
 
-    app = create_app(local_settings())
+    app = create_app(replace(local_settings(), api_tokens=(), admin_tokens=()))
     return RegistryClient("http://registry.local", transport=httpx.WSGITransport(app=app), timeout=30)
 
 
