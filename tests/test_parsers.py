@@ -304,6 +304,22 @@ def test_json_parser() -> None:
     assert bare.parse('"\\\\ud800"') == FinalAnswer('"\\\\ud800"', data="\\ud800")  # an escaped backslash
 
 
+def test_a_decoder_message_with_a_colon_reaches_the_model_whole() -> None:
+    expected = {
+        "json": "Your reply is not valid JSON (Expecting ':' delimiter). Reply with JSON only.",
+        "react_json": "Your reply is not one valid JSON object (Expecting ':' delimiter). Reply with exactly"
+        ' {"thought": ..., "action": ..., "answer": ...} and nothing else.',
+    }
+    for kind, observation in expected.items():
+        result = _parser(kind).parse('{"thought" "t"}')
+        assert isinstance(result, ParseError) and result.observation == observation, kind
+    result = _parser("react_text").parse('Action: search\nAction Input: {"query" "x"}')
+    assert isinstance(result, ParseError)
+    assert result.observation == (
+        "The Action Input is not valid JSON (Expecting ':' delimiter). Give it as one JSON object."
+    )
+
+
 def test_json_nested_past_pythons_recursion_limit_is_a_parse_error() -> None:
     deep = "[" * 100_000 + "]" * 100_000
     replies = {

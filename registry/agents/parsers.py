@@ -387,4 +387,6 @@ def _holds_surrogate(value: Any) -> bool:
 
 
 def _json_problem(exc: ValueError) -> str:
-    return str(exc).split(":", 1)[0] if isinstance(exc, json.JSONDecodeError) else str(exc)
+    """What the decoder found wrong, without where (the model sees one reply,
+    and ``Expecting ':' delimiter`` must keep its own colon)."""
+    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
