@@ -116,3 +116,36 @@ def test_a_tool_started_and_never_finished_is_not_made_again(repo: LibraryRepo) 
         result = asyncio.run(run())
     assert result.is_last and result.output == "unknown" and calls == []
     assert journal.events["/chat:1/tool:0"]["result"]["status"] == "interrupted"
+
+
+def test_a_step_run_takes_the_agent_by_name_and_keeps_to_its_first_release(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {"a/react.yml": REACT})
+    replies = [
+        {"when": "^ox\\?$", "content": ACTION},
+        {"when": "ox means something", "content": "Final Answer: an animal"},
+    ]
+    journal = MemoryJournal()
+    tools = PythonTools({"lookup": lambda word: f"{word} means something"})
+    model = ScriptedModel.from_replies(replies, source="t")
+    with registry_client(repo.path) as client, Executor(model=model, registry=client, tools=[tools]) as executor:
+        first = executor.step("a/react", {"question": "ox?"}, journal=journal)
+        # Published between the steps: the run goes on at the release it began with.
+        repo.release("v2.0.0", {"a/react.yml": REACT.replace('user: "{{ question }}"', 'user: "CHANGED"')})
+        last = executor.step("a/react", {"question": "ox?"}, journal=journal)
+    assert (first.is_last, last.is_last) == (False, True)
+    assert last.result is not None and (last.result.output, last.result.release.release.tag) == ("an animal", "v1.0.0")
+    assert journal.events["/release"]["tag"] == "v1.0.0"
+
+
+def test_astep_takes_the_agent_by_name(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {"s/draft.yml": DRAFT})
+
+    async def run() -> StepResult:
+        async with Executor(
+            model=ScriptedModel.from_replies([{"content": "drafted"}], source="t"), registry=client
+        ) as executor:
+            return await executor.astep("s/draft", {"question": "q"}, journal=MemoryJournal(), release="v1.0.0")
+
+    with registry_client(repo.path, release="v1.0.0") as client:
+        result = asyncio.run(run())
+    assert result.is_last and result.output == "drafted"

@@ -53,6 +53,8 @@ from registry.executor.trace import Span, Trace
 from registry.models import Resolution
 
 _UNLIMITED_CALLS = 10**9
+_RELEASE_KEY = "/release"
+"""Where a step run of an agent named by ``usecase/name`` keeps the release it is pinned to."""
 log = logging.getLogger("registry.executor")
 
 
@@ -298,13 +300,15 @@ class Executor:
 
     async def astep(
         self,
-        agent: Agent,
+        agent: str | Agent,
         inputs: Mapping[str, Any],
         *,
         journal: Journal,
+        release: str | None = None,
         history: Sequence[Mapping[str, Any]] = (),
     ) -> StepResult:
-        """Advance the run of ``agent`` with ``inputs`` by one step.
+        """Advance the run of ``agent`` (``usecase/name`` or a fetched
+        ``Agent``) with ``inputs`` by one step.
 
         The run replays what ``journal`` holds (model replies, tool results,
         passages, decisions) and makes the first model round it does not
@@ -313,7 +317,14 @@ class Executor:
         waits for a decision (``StepResult.action``: record the decision
         under its ``key`` and step again), or where the run ends
         (``is_last``).
+
+        An agent named by ``usecase/name`` is fetched at ``release`` by the
+        first step, which records the tag in ``journal``; later steps fetch
+        that tag, so that a release published between two steps never
+        changes the run under its own journal.
         """
+        if not isinstance(agent, Agent):
+            agent = await self._fetch_pinned(agent, release, journal)
         await self._start()
         control = StepControl()
         root = self._root(agent)
@@ -339,6 +350,14 @@ class Executor:
         return StepResult(
             is_last=False, output=output, action=action, replies=tuple(control.replies), trace=Trace(root)
         )
+
+    async def _fetch_pinned(self, name: str, release: str | None, journal: Journal) -> Agent:
+        pinned = journal.get(_RELEASE_KEY)
+        if pinned is None:
+            fetched = await self._fetch(name, release)
+            journal.record(_RELEASE_KEY, {"kind": "release", "tag": fetched.tag, "commit": fetched.commit})
+            return fetched
+        return await self._fetch(name, str(pinned["tag"]))
 
     def check_decision(self, agent: Agent, action: PendingAction, arguments: Any) -> str | None:
         """What is wrong with edited ``arguments`` for the tool of ``action``, or None."""
@@ -396,15 +415,16 @@ class Executor:
 
     def step(
         self,
-        agent: Agent,
+        agent: str | Agent,
         inputs: Mapping[str, Any],
         *,
         journal: Journal,
+        release: str | None = None,
         history: Sequence[Mapping[str, Any]] = (),
     ) -> StepResult:
         """``astep`` from synchronous code, on the executor's own loop."""
         future = asyncio.run_coroutine_threadsafe(
-            self.astep(agent, inputs, journal=journal, history=history), self._own_loop()
+            self.astep(agent, inputs, journal=journal, release=release, history=history), self._own_loop()
         )
         return future.result()
 
