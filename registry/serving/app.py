@@ -26,8 +26,7 @@ from registry.serving.api import (
 from registry.serving.bodydeadline import BodyDeadline
 from registry.serving.problems import register_error_handlers
 from registry.serving.slowlane import SlowLane
-from registry.serving.ui.security import session_config
-from registry.serving.ui.views import bp as ui_bp
+from registry.serving.ui import views as ui
 from registry.serving.wiring import build_service
 from registry.settings import Settings
 
@@ -59,8 +58,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     document = app.extensions[OPENAPI_KEY] = openapi_document()
     app.register_blueprint(bp)
     app.register_blueprint(apidocs.bp)
-    app.config.update(session_config(settings))
-    app.register_blueprint(ui_bp)
+    ui.install(app, settings)
     # After every route is registered: each takes the query parameters the document gives it.
     app.extensions[QUERY_PARAMETERS_KEY] = declared_query_parameters(app.url_map.iter_rules(), document)
     register_error_handlers(app)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
+from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request, url_for
 from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -30,6 +30,13 @@ from registry.settings import Settings
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static")
 
 _KINDS = {"vanilla": "vanilla", "tool_calling": "tool calling", "rag": "retrieval (rag)", "react": "ReAct"}
+
+
+def install(app: Flask, settings: Settings) -> None:
+    """Add the UI to ``app``: its session cookie, its client of the Agent Protocol service, its pages."""
+    app.config.update(security.session_config(settings))
+    tasks.install(app, settings)
+    app.register_blueprint(bp)
 
 
 def service() -> RegistryService:
@@ -364,7 +371,7 @@ def diff() -> str:
 
 @bp.get("/tasks")
 def task_list() -> str:
-    client = tasks.client(settings(), security.signed_in_token())
+    client = tasks.client(current_app, security.signed_in_token())
     page = max(1, int(request.args.get("page", "1"))) if request.args.get("page", "1").isdigit() else 1
     listing = client.list_tasks(page)
     return render_template("tasks.html", listing=listing, page=page)
@@ -372,13 +379,13 @@ def task_list() -> str:
 
 @bp.get("/tasks/<task_id>")
 def task(task_id: str) -> str:
-    client = tasks.client(settings(), security.signed_in_token())
+    client = tasks.client(current_app, security.signed_in_token())
     return render_template("task.html", **client.task_view(task_id))
 
 
 @bp.post("/tasks/<task_id>/steps")
 def task_step(task_id: str) -> Any:
-    client = tasks.client(settings(), security.signed_in_token())
+    client = tasks.client(current_app, security.signed_in_token())
     decision = request.form.get("decision")
     additional: dict[str, Any] = {}
     try:

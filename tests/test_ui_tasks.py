@@ -1,0 +1,90 @@
+"""The UI's tasks pages over a real Agent Protocol service (``prompt-registry
+agents serve`` with a scripted model and a tool that waits for approval), read
+through Flask's test client. The same in a browser is in
+tests/test_ui_browser.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from registry.serving.app import create_app
+from registry.serving.ui.tasks import AGENT_SERVICE_KEY
+from registry.settings import Settings
+from tests.redis_server import free_port
+from tests.servers import RegistryProcess
+from tests.test_ui import page
+from tests.test_ui_browser import CLI, SCRIPT, TOOLS
+
+
+class AgentServer(RegistryProcess):
+    def create_task(self, **inputs: Any) -> str:
+        body = {"additional_input": {"agent": "assistant/react_text", "inputs": inputs}}
+        created = httpx.post(self.base + "/ap/v1/agent/tasks", json=body, timeout=30)
+        assert created.status_code == 200, created.text
+        return str(created.json()["task_id"])
+
+    def connections_from(self, process: psutil.Process) -> set[int]:
+        """The local ports of ``process``'s open connections to this server."""
+        return {
+            c.laddr.port
+            for c in process.net_connections(kind="tcp")
+            if c.raddr and c.raddr.port == self.port and c.status == psutil.CONN_ESTABLISHED
+        }
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentServer]:
+    directory = tmp_path_factory.mktemp("agents")
+    (directory / "browser_tools.py").write_text(TOOLS, encoding="utf-8")
+    (directory / "script.yml").write_text(SCRIPT, encoding="utf-8")
+    port = free_port()
+    command = [CLI, "agents", "serve", "--example", "--model", "scripted:script.yml", "--tools", "browser_tools:TOOLS"]
+    command += ["--require-approval", "list_jobs", "--port", str(port), "--data-dir", "data"]
+    with AgentServer(command=command, port=port, cwd=directory) as process:
+        yield process
+
+
+@pytest.fixture
+def ui_app(example: Path, agents: AgentServer) -> Iterator[Flask]:
+    app = create_app(Settings(repo=str(example), agents_url=agents.base))
+    yield app
+    app.extensions[AGENT_SERVICE_KEY].close()
+    app.extensions["prompt_registry.service"].close()
+
+
+@pytest.fixture
+def ui(ui_app: Flask) -> FlaskClient:
+    return ui_app.test_client()
+
+
+def test_the_pages_of_a_process_reuse_one_connection_to_the_service(agents: AgentServer, ui: FlaskClient) -> None:
+    task = agents.create_task(pipeline_id=7, question="Why?")
+    this = psutil.Process()
+    seen: list[set[int]] = []
+    for _ in range(3):
+        page(ui, "/ui/tasks")
+        seen.append(agents.connections_from(this))
+        page(ui, f"/ui/tasks/{task}")  # three requests
+        seen.append(agents.connections_from(this))
+    # After every page, one connection is open and kept for the next: the same one.
+    assert all(len(ports) == 1 for ports in seen) and len(set.union(*seen)) == 1, seen
+
+
+def test_closing_the_pool_closes_its_connection_and_the_next_page_opens_one(
+    agents: AgentServer, ui_app: Flask, ui: FlaskClient
+) -> None:
+    this = psutil.Process()
+    page(ui, "/ui/tasks")
+    [first] = agents.connections_from(this)
+    ui_app.extensions[AGENT_SERVICE_KEY].close()
+    assert agents.connections_from(this) == set()
+    page(ui, "/ui/tasks")
+    assert len(agents.connections_from(this)) == 1 and first not in agents.connections_from(this)
