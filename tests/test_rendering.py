@@ -157,6 +157,26 @@ def test_is_defined_makes_a_variable_optional() -> None:
     assert _render("a{% if x is defined %}{{ x }}{% endif %}b") == "ab"
 
 
+DICT_METHOD_NAMES = ("items", "keys", "values", "get", "pop", "update", "copy", "setdefault", "clear")
+
+
+@pytest.mark.parametrize("name", DICT_METHOD_NAMES)
+def test_a_key_named_like_a_dict_method_reads_the_data(name: str) -> None:
+    inputs = {name: ["a", "b"], "other": 1}
+    assert _render(f"{{{{ inputs.{name} | join(',') }}}}", {"inputs": inputs}) == "a,b"
+    assert _render(f"{{% for x in inputs.{name} %}}{{{{ x }}}}{{% endfor %}}", {"inputs": inputs}) == "ab"
+    assert _render(f"{{{{ inputs.nested.{name} }}}}", {"inputs": {"nested": {name: "deep"}}}) == "deep"
+
+
+def test_dict_methods_still_work_where_no_key_has_their_name() -> None:
+    assert _render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", {"d": {"a": 1, "b": 2}}) == "a=1;b=2;"
+    assert _render("{{ d.get('x', 'none') }}", {"d": {"a": 1}}) == "none"
+
+
+def test_a_missing_key_that_is_no_method_is_still_an_error() -> None:
+    assert "has no attribute 'example'" in str(_render_error("{{ d.example }}", {"d": {"items": 1}}))
+
+
 def test_error_names_the_role_that_failed() -> None:
     templates = [("system", _compile("fine", role="system")), ("user", _compile("{{ nope }}"))]
     with pytest.raises(RenderError) as info:

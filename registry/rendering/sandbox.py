@@ -900,6 +900,18 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         result = super().call_binop(context, operator, left, right)
         return _check_result(result, limits, f"the {operator} operator")
 
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # ``inputs.items`` reads the input named items, not dict.items: a
+        # definition's data is what its author means, whatever a key is
+        # called (``items``, ``keys``, ``values``, ``get``, ``update``...).
+        # Methods stay reachable on dicts without such a key.
+        if isinstance(obj, dict):
+            try:
+                return obj[attribute]
+            except (KeyError, TypeError):
+                pass
+        return super().getattr(obj, attribute)
+
     def get_template(self, name: Any, parent: str | None = None, globals: Any = None) -> Any:
         # Include, import and extends all load through here (or select_template):
         # each counts as a step, so templates that include one another on
