@@ -352,9 +352,11 @@ class _Reads:
                 problem(f"reads steps.{first}{'.' + second if second else ''}; a step has output and data")
             elif second == "data":
                 self.data_reads.append(DataRead(path, first))
-        elif name in _ATTRIBUTES and first not in _ATTRIBUTES[name]:
+        elif name in _ATTRIBUTES and first is not None and first not in _ATTRIBUTES[name]:
+            # ``previous`` or ``gate`` on its own (tested, compared with none,
+            # printed whole) is ordinary Jinja; only unknown fields are errors.
             allowed = ", ".join(f"{name}.{a}" for a in _ATTRIBUTES[name])
-            problem(f"reads {name}{'.' + first if first else ''}; use {allowed}")
+            problem(f"reads {name}.{first}; use {allowed}")
 
 
 def _analyse(environment: TemplateEnvironment, source: str) -> tuple[tuple[str, tuple[str, ...]], ...] | str:
