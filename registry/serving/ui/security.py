@@ -1,9 +1,10 @@
 """What keeps the UI safe: a strict Content-Security-Policy, CSRF tokens on
-the forms that send anything, and a login that keeps the bearer token in the
-session cookie (``HttpOnly``, ``SameSite=Strict``).
+the forms that send anything, and a login whose session cookie
+(``HttpOnly``, ``SameSite=Strict``) holds the bearer token only sealed
+(``registry.serving.ui.sessions``: encrypted, expiring, revoked on sign-out).
 
 When the registry has API tokens, every page needs one: the login form
-checks it against the same tokens as the API and keeps it in the session;
+checks it against the same tokens as the API and seals it in the session;
 the pages then read what that token may read. Without tokens, the UI is as
 open as the API.
 """
@@ -14,11 +15,14 @@ import hmac
 import secrets
 from typing import Any
 
-from flask import Response, request, session
+from flask import Flask, Response, current_app, g, request, session
 
 from registry.errors import InvalidRequest
 from registry.serving.auth import token_matches
+from registry.serving.ui.sessions import UiSessions
 from registry.settings import Settings
+
+SESSIONS_KEY = "prompt_registry.ui.sessions"
 
 CONTENT_SECURITY_POLICY = "; ".join(
     (
@@ -33,7 +37,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
     )
 )
 _CSRF = "csrf"
-_TOKEN = "token"
+_SEALED = "sealed"
 CSRF_FIELD = "csrf_token"
 
 
@@ -68,8 +72,13 @@ def login_required(settings: Settings) -> bool:
 
 
 def signed_in_token() -> str | None:
-    token = session.get(_TOKEN)
-    return token if isinstance(token, str) else None
+    """The bearer token of the request's session, if it has one that still opens."""
+    if "ui_token" not in g:
+        sealed = session.get(_SEALED)
+        opened = _sessions().open(sealed) if isinstance(sealed, str) else None
+        g.ui_token = opened.token if opened is not None else None
+    token: str | None = g.ui_token
+    return token
 
 
 def is_signed_in(settings: Settings) -> bool:
@@ -78,22 +87,39 @@ def is_signed_in(settings: Settings) -> bool:
 
 
 def sign_in(token: str, settings: Settings) -> bool:
-    """Keep ``token`` in the session when it is one of the registry's."""
+    """Seal ``token`` into a new session when it is one of the registry's."""
     if not token_matches(token, settings.api_tokens + settings.admin_tokens):
         return False
     session.clear()
-    session[_TOKEN] = token
+    session[_SEALED] = _sessions().seal(token)
+    g.pop("ui_token", None)
     return True
 
 
 def sign_out() -> None:
+    """End the session, and revoke it: the same cookie sent again opens nothing."""
+    sealed = session.get(_SEALED)
+    if isinstance(sealed, str):
+        _sessions().revoke(sealed)
     session.clear()
+    g.pop("ui_token", None)
 
 
-def session_config(settings: Settings) -> dict[str, Any]:
+def _sessions() -> UiSessions:
+    found: UiSessions = current_app.extensions[SESSIONS_KEY]
+    return found
+
+
+def install(app: Flask, settings: Settings, *, secret: str, sessions: UiSessions) -> None:
+    """The session cookie's configuration (signed with ``secret``), and its sessions, for ``app``."""
+    app.config.update(session_config(settings, secret))
+    app.extensions[SESSIONS_KEY] = sessions
+
+
+def session_config(settings: Settings, secret: str) -> dict[str, Any]:
     """The Flask configuration of the session cookie."""
     return {
-        "SECRET_KEY": settings.ui_secret or secrets.token_urlsafe(32),
+        "SECRET_KEY": secret,
         "SESSION_COOKIE_NAME": "prompt_registry_ui",
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Strict",

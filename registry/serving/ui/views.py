@@ -7,7 +7,9 @@ they are made)."""
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
+import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -25,6 +27,7 @@ from registry.serving.ui import security, tasks
 from registry.serving.ui.forms import Field, FormError, form_fields, inputs_from_form
 from registry.serving.ui.graphsvg import graph_svg
 from registry.serving.ui.highlight import highlighted, pygments_css
+from registry.serving.ui.sessions import UiSessions, signed_out_store
 from registry.settings import Settings
 
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static")
@@ -33,8 +36,12 @@ _KINDS = {"vanilla": "vanilla", "tool_calling": "tool calling", "rag": "retrieva
 
 
 def install(app: Flask, settings: Settings) -> None:
-    """Add the UI to ``app``: its session cookie, its client of the Agent Protocol service, its pages."""
-    app.config.update(security.session_config(settings))
+    """Add the UI to ``app``: its sessions, its client of the Agent Protocol service, its pages."""
+    # One secret signs the cookie and keys the sealing of the token in it.
+    secret = settings.ui_secret or secrets.token_urlsafe(32)
+    signed_out = signed_out_store(settings)
+    weakref.finalize(app, signed_out.close)
+    security.install(app, settings, secret=secret, sessions=UiSessions(secret, signed_out))
     tasks.install(app, settings)
     app.register_blueprint(bp)
 
