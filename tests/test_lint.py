@@ -83,6 +83,14 @@ prompt_templates:
   system: 'Reply like {"thought": "t", "action": {"tool_name": "search", "tool_params": []}, "answer": "both"}'
 """
     },
+    "tool-extension": {
+        "chat/bad.yml": """\
+name: x
+type: tool_calling
+tools: [{name: refund, description: Refunds., parameters: {type: object}, x-requires-aproval: true}]
+prompt_templates: {user: hi}
+"""
+    },
     "unknown-tool": {
         "chat/bad.yml": """\
 name: x
@@ -427,3 +435,36 @@ def test_a_composite_finding_has_its_line_and_the_cycle_path(tmp_path: Path) -> 
         (f"{AGENTS}/chat/a.yml", 5, "composites reference each other in a cycle: chat/a -> chat/b -> chat/a"),
         (f"{AGENTS}/chat/b.yml", 5, "composites reference each other in a cycle: chat/b -> chat/a -> chat/b"),
     ]
+
+
+APPROVED_TOOL = """\
+name: Refunds
+type: tool_calling
+tools:
+  - name: refund
+    description: Refunds an order.
+    parameters: {{type: object, properties: {{order: {{type: string}}}}}}
+    x-requires-approval: {value}
+    x-owner: payments-team
+prompt_templates: {{user: hi}}
+"""
+
+
+def test_a_tool_may_require_approval_and_carry_other_extensions(tmp_path: Path) -> None:
+    report = lint(_library(tmp_path, {"chat/refunds.yml": APPROVED_TOOL.format(value="true")}))
+    assert report.findings == []
+
+
+def test_requires_approval_must_be_a_boolean(tmp_path: Path) -> None:
+    report = lint(_library(tmp_path, {"chat/refunds.yml": APPROVED_TOOL.format(value='"yes"')}))
+    [finding] = report.findings
+    assert (finding.rule, finding.severity, finding.line) == ("schema", "error", 7)
+    assert "x-requires-approval" in finding.path
+
+
+def test_a_misspelt_approval_key_is_a_warning_with_the_right_spelling(tmp_path: Path) -> None:
+    report = lint(_library(tmp_path, {**GOOD, **FAILING["tool-extension"]}))
+    [finding] = [f for f in report.findings if f.rule == "tool-extension"]
+    assert "'x-requires-aproval' is not read by the executor" in finding.message
+    assert finding.hint == "did you mean 'x-requires-approval'?"
+    assert finding.line == 3

@@ -27,11 +27,11 @@ from jinja2 import TemplateError, meta, nodes
 
 from registry.agents.parsers import OutputParser, ParseError
 from registry.errors import ConfigurationError, InvalidDefinition
-from registry.format.definition import NAME_PATTERN
+from registry.format.definition import NAME_PATTERN, TOOL_EXTENSIONS
 from registry.format.graphs import components, shortest_ring
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
-from registry.models import Issue, json_pointer, shorten
+from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.settings import DEFAULT_ROOT
 from registry.store.worktree import WorktreeStore
 
@@ -172,6 +172,12 @@ RULES: dict[str, Rule] = {
             "error",
             "a composite's worst-case number of model calls is over its limit",
             "make the pattern smaller, or raise limits.max_llm_calls",
+        ),
+        Rule(
+            "tool-extension",
+            "warning",
+            "an x- key on a tool that looks like a misspelt one the executor reads",
+            "spell it as the hint says; other x- keys are served as written for your own tools",
         ),
         Rule("internal", "error", "the file could not be checked", "report this as a bug in prompt-registry"),
     )
@@ -654,6 +660,7 @@ def _tool_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
     declared = loaded.definition.get("tools")
     texts = [*loaded.definition.get("prompt_templates", {}).items(), *loaded.partials.items()]
     if isinstance(declared, list):
+        yield from _tool_extension_findings(declared, file)
         names = {tool.get("name") for tool in declared if isinstance(tool, dict)}
         for where, text in texts:
             for match in _ACTION_LINE.finditer(text):
@@ -673,6 +680,18 @@ def _tool_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
                             f"{where}: the example {shorten(json.dumps(example), 80)} is rejected by the parser"
                             f" ({result.reason}: {shorten(result.observation, 120)})",
                         )
+
+
+def _tool_extension_findings(declared: list[Any], file: str) -> Iterable[Finding]:
+    """An ``x-`` key close to one the executor reads (``x-requires-aproval``)
+    would silently run the tool without approval: say so."""
+    for index, tool in enumerate(declared):
+        for key in tool if isinstance(tool, dict) else ():
+            if isinstance(key, str) and key.startswith("x-") and key not in TOOL_EXTENSIONS:
+                hint = did_you_mean(close_matches(key, TOOL_EXTENSIONS, cutoff=0.75))
+                if hint:
+                    message = f"tool {tool.get('name')!r}: {key!r} is not read by the executor"
+                    yield _finding("tool-extension", file, message, hint=hint, at=("tools", index, key))
 
 
 def _json_objects(text: str) -> Iterator[dict[str, Any]]:
