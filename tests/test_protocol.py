@@ -18,7 +18,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from registry.client import RegistryClient
-from registry.executor import Executor, PythonTools, ScriptedModel
+from registry.executor import ChatModel, Executor, PythonTools, ScriptedModel
 from registry.protocol.app import create_app
 from registry.protocol.states import TRANSITIONS
 from registry.serving.app import create_app as create_registry_app
@@ -52,8 +52,10 @@ class Service:
         replies: list[dict[str, Any]],
         *,
         tools: dict[str, Any] | None = None,
+        model: ChatModel | None = None,
         **settings: Any,
     ) -> None:
+        """``model``: the model the executor calls; else one scripted with ``replies``."""
         registry_app = create_registry_app(Settings(repo=str(repo.path)))
         self.registry_app = registry_app
         self.client = RegistryClient(
@@ -62,7 +64,7 @@ class Service:
         self.calls: list[dict[str, Any]] = []
         lookup = {"lookup": lambda word: self.calls.append({"word": word}) or f"{word} means something"}
         self.executor = Executor(
-            model=ScriptedModel.from_replies(replies, source="the test"),
+            model=model or ScriptedModel.from_replies(replies, source="the test"),
             registry=self.client,
             tools=[PythonTools(tools or lookup)],
             require_approval=settings.pop("require_approval", ()),

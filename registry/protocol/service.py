@@ -15,14 +15,12 @@ tokens see every task.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import logging
-import mimetypes
 import os
-import posixpath
-import re
 import socket
 import threading
 import uuid
@@ -35,6 +33,7 @@ from registry.client import Agent, RegistryClient
 from registry.errors import (
     AgentNotFound,
     ArtifactNotFound,
+    ConfigurationError,
     InvalidDefinition,
     InvalidInputs,
     InvalidRequest,
@@ -50,10 +49,23 @@ from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
 from registry.format.definition import check_agent_name
 from registry.models import Issue
+from registry.protocol.outputs import action_json, pending_action, step_output
 from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.protocol.requests import (
+    check_bound,
+    check_step_input,
+    check_task_keys,
+    object_member,
+    optional_text,
+    task_inputs,
+    unprocessable,
+)
+from registry.protocol.requests import content_type as checked_content_type
+from registry.protocol.requests import decision as checked_decision
+from registry.protocol.requests import file_name as checked_file_name
+from registry.protocol.requests import relative_path as checked_relative_path
 from registry.protocol.states import TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
-from registry.rendering.sandbox import RenderLimits
 
 log = logging.getLogger("registry.protocol")
 
@@ -64,10 +76,8 @@ STALE_SECONDS = 30.0
 """A runner not seen for this long is gone, and its running steps are failed."""
 RECOVER_EVERY = 6
 """Heartbeats between two looks for the steps of runners that are gone."""
-DECISIONS = ("approve", "reject", "edit")
 _DECIDED = {"approve": "approved", "reject": "rejected", "edit": "edited"}
 ANSWER_FILE = "answer.md"
-_UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 @dataclass(frozen=True)
@@ -187,8 +197,9 @@ class TaskService:
     # --- tasks ---------------------------------------------------------------------------
 
     def create_task(self, caller: Caller, body: Mapping[str, Any]) -> TaskRecord:
-        text = _optional_text(body, "input")
-        extra = _object(body, "additional_input")
+        text = optional_text(body, "input")
+        extra = object_member(body, "additional_input")
+        check_task_keys(extra)
         named = extra.get("agent")
         usecase, slash, name = named.partition("/") if isinstance(named, str) else ("", "", "")
         try:
@@ -196,23 +207,19 @@ class TaskService:
                 raise InvalidRequest("it is not usecase/name")
             check_agent_name(usecase, name)
         except InvalidRequest as exc:
-            raise _unprocessable(
+            raise unprocessable(
                 f"additional_input.agent must name the agent to run, as usecase/name: {exc.detail}",
                 "/additional_input/agent",
             ) from exc
         agent_name = f"{usecase}/{name}"
         release = extra.get("release", self.default_release)
         if not isinstance(release, str) or not release:
-            raise _unprocessable(
+            raise unprocessable(
                 "additional_input.release must be a version, a range or a channel", "/additional_input/release"
             )
         agent = self._fetch(agent_name, release, creating=True)
-        inputs = extra.get("inputs")
-        if inputs is None:
-            inputs = _inputs_from_text(agent, text)
-        if not isinstance(inputs, dict):
-            raise _unprocessable("additional_input.inputs must be an object", "/additional_input/inputs")
-        checked = _checked_inputs(agent, inputs)
+        checked = task_inputs(agent, text, extra.get("inputs"))
+        self._check_bound(agent)
         now = _now()
         task = TaskRecord(
             task_id=str(uuid.uuid4()),
@@ -253,17 +260,17 @@ class TaskService:
 
     def execute_step(self, caller: Caller, task_id: str, body: Mapping[str, Any]) -> StepRecord:
         task = self.get_task(caller, task_id)
-        text = _optional_text(body, "input")
-        extra = _object(body, "additional_input")
-        _check_step_input(extra)
+        text = optional_text(body, "input")
+        extra = object_member(body, "additional_input")
+        check_step_input(extra)
         pending = self.store.pending_action(task_id)
-        decision = _decision(extra, pending)
+        decision = checked_decision(extra, pending)
         transition("task", task.status, "step")
         if decision is not None and pending is not None:
             transition("action", pending.status, decision["decision"])
             agent = self._pinned(task)
             if decision["decision"] == "edit":
-                problem = self.executor.check_decision(agent, _pending(pending), decision["arguments"])
+                problem = self.executor.check_decision(agent, pending_action(pending), decision["arguments"])
                 if problem is not None:
                     raise InvalidInputs(
                         f"the edited arguments do not fit {pending.tool}: {problem}",
@@ -325,40 +332,10 @@ class TaskService:
 
     def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult) -> StepRecord:
         trace = result.run_trace
-        # The model calls this step made: not replayed, and answered (a call
-        # the step ended on, parked for the next step, has no reply).
-        live = [
-            s
-            for s in trace.spans("chat")
-            if "registry.reply" in s.attributes and not s.attributes.get("registry.replayed")
-        ]
-        usage = {
-            "input_tokens": sum(s.attributes.get("gen_ai.usage.input_tokens") or 0 for s in live),
-            "output_tokens": sum(s.attributes.get("gen_ai.usage.output_tokens") or 0 for s in live),
-        }
-        additional: dict[str, Any] = {
-            "agent": task.agent,
-            "release": {"tag": task.release_tag, "commit": task.release_commit},
-            "llm_calls": len(live),
-            "usage": usage,
-            "trace": trace.as_dict(),
-        }
+        additional = step_output(task, trace)
         now = _now()
         if result.action is not None:
-            action = ActionRecord(
-                action_id=str(uuid.uuid4()),
-                task_id=task.task_id,
-                step_id=step.step_id,
-                key=result.action.key,
-                agent=result.action.agent,
-                tool=result.action.tool,
-                arguments=result.action.arguments,
-                thought=result.action.thought,
-                status=transition("action", "(new)", "propose").target,
-                created_at=now,
-            )
-            self.store.add_action(action)
-            additional["action"] = _action_json(action)
+            additional["action"] = self._propose(task, step, result.action)
         finished_task: TaskRecord
         if result.is_last and result.result is not None:
             run = result.result
@@ -394,23 +371,46 @@ class TaskService:
             is_last=result.is_last,
             finished_at=now,
         )
-        if not self.store.finish_step(finished, finished_task):
-            # Another process took this step for dead and failed it meanwhile:
-            # what is stored is the answer.
-            stored = self.store.get_step(task.task_id, step.step_id)
-            return stored if stored is not None else finished
-        return finished
+        return self._store_finished(task, finished, finished_task)
 
-    def _finish_failed(self, task: TaskRecord, step: StepRecord, reason: str) -> StepRecord:
+    def _propose(self, task: TaskRecord, step: StepRecord, proposed: PendingAction) -> dict[str, Any]:
+        action = ActionRecord(
+            action_id=str(uuid.uuid4()),
+            task_id=task.task_id,
+            step_id=step.step_id,
+            key=proposed.key,
+            agent=proposed.agent,
+            tool=proposed.tool,
+            arguments=proposed.arguments,
+            thought=proposed.thought,
+            status=transition("action", "(new)", "propose").target,
+            created_at=_now(),
+        )
+        self.store.add_action(action)
+        return action_json(action)
+
+    def _finish_failed(
+        self, task: TaskRecord, step: StepRecord, reason: str, *, additional: Mapping[str, Any] | None = None
+    ) -> StepRecord:
+        """The step fails and the run is not over: the task waits for the next
+        step, which goes on from what the journal holds."""
         now = _now()
         failed = replace(
             step,
             status="failed",
-            additional_output={"state": "failed", "error": reason},
+            additional_output={**(additional or {}), "state": "failed", "error": reason},
             finished_at=now,
         )
-        self.store.finish_step(failed, replace(task, status="waiting_for_input", running_step_id=None, updated_at=now))
-        return failed
+        waiting = "waiting_for_input"
+        return self._store_finished(task, failed, replace(task, status=waiting, running_step_id=None, updated_at=now))
+
+    def _store_finished(self, task: TaskRecord, finished: StepRecord, finished_task: TaskRecord) -> StepRecord:
+        if not self.store.finish_step(finished, finished_task):
+            # Another process took this step for dead and failed it meanwhile:
+            # what is stored is the answer.
+            stored = self.store.get_step(task.task_id, finished.step_id)
+            return stored if stored is not None else finished
+        return finished
 
     def get_step(self, caller: Caller, task_id: str, step_id: str) -> StepRecord:
         self.get_task(caller, task_id)
@@ -446,14 +446,14 @@ class TaskService:
             )
         if len(data) > self.max_artifact_bytes:
             raise PayloadTooLarge(f"an artifact may hold at most {self.max_artifact_bytes} bytes")
-        name = _file_name(file_name)
+        name = checked_file_name(file_name)
         artifact = ArtifactRecord(
             artifact_id=str(uuid.uuid4()),
             task_id=task_id,
             agent_created=False,
             file_name=name,
-            relative_path=_relative_path(relative_path),
-            content_type=_content_type(content_type, name),
+            relative_path=checked_relative_path(relative_path),
+            content_type=checked_content_type(content_type, name),
             size=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
             created_at=_now(),
@@ -469,12 +469,12 @@ class TaskService:
             return
         try:
             artifact = json.loads(output)["artifact"]
-            name = _file_name(str(artifact["file_name"]))
+            name = checked_file_name(str(artifact["file_name"]))
             content = str(artifact["content"]).encode("utf-8")
         except (ValueError, KeyError, TypeError, InvalidRequest):
             return  # not a file after all: the output stays an observation only
         if len(content) <= self.max_artifact_bytes:
-            self._agent_artifact(task, step, name, content, _content_type(artifact.get("content_type"), name))
+            self._agent_artifact(task, step, name, content, checked_content_type(artifact.get("content_type"), name))
 
     def _agent_artifact(self, task: TaskRecord, step: StepRecord, name: str, data: bytes, content_type: str) -> None:
         transition("artifact", "(new)", "produce")
@@ -519,64 +519,24 @@ class TaskService:
         except (AgentNotFound, ReleaseNotFound, InvalidDefinition, InvalidRequest) as exc:
             if not creating:
                 raise
-            raise _unprocessable(f"cannot run {name} at {release}: {exc}", "/additional_input") from exc
+            raise unprocessable(f"cannot run {name} at {release}: {exc}", "/additional_input") from exc
 
     def _pinned(self, task: TaskRecord) -> Agent:
         return self._fetch(task.agent, task.release_tag)
 
-
-def _pending(action: ActionRecord) -> PendingAction:
-    return PendingAction(action.key, action.agent, action.tool, action.arguments, action.thought)
-
-
-def _action_json(action: ActionRecord) -> dict[str, Any]:
-    return {
-        "action_id": action.action_id,
-        "status": action.status,
-        "agent": action.agent,
-        "tool": action.tool,
-        "arguments": action.arguments,
-        "thought": action.thought,
-    }
-
-
-def _decision(extra: Mapping[str, Any], pending: ActionRecord | None) -> dict[str, Any] | None:
-    """The decision a step request carries, checked against what is pending."""
-    if "decision" not in extra:
-        if pending is not None:
-            raise InvalidState(
-                f"an action is pending ({pending.tool}): the next step must carry additional_input.decision"
-                " (approve, reject or edit)",
-                entity="action",
-                state="pending",
-                allowed=list(DECISIONS),
-            )
-        return None
-    if pending is None:
-        raise InvalidState(
-            "no action is pending: a decision has nothing to decide", entity="action", state="none", allowed=[]
-        )
-    choice = extra["decision"]
-    if choice not in DECISIONS:
-        raise _unprocessable("additional_input.decision must be approve, reject or edit", "/additional_input/decision")
-    reason = extra.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise _unprocessable("additional_input.reason must be text", "/additional_input/reason")
-    arguments = extra.get("arguments")
-    if choice == "edit" and not isinstance(arguments, dict):
-        raise _unprocessable("an edit needs additional_input.arguments, an object", "/additional_input/arguments")
-    return {"decision": choice, "reason": reason, "arguments": arguments}
-
-
-def _check_step_input(extra: Mapping[str, Any]) -> None:
-    """A step's additional_input is ours to read: its members have their types
-    whether or not an action is pending, since the step echoes them."""
-    if "decision" in extra and extra["decision"] not in DECISIONS:
-        raise InvalidRequest("additional_input.decision must be approve, reject or edit")
-    if extra.get("reason") is not None and not isinstance(extra["reason"], str):
-        raise InvalidRequest("additional_input.reason must be text")
-    if extra.get("arguments") is not None and not isinstance(extra["arguments"], dict):
-        raise InvalidRequest("additional_input.arguments must be an object")
+    def _check_bound(self, agent: Agent) -> None:
+        """Refuse a task whose tools or retrievers nothing binds (422), before
+        its first step would fail on them."""
+        executor = self.executor
+        # An MCP server's tools are known once its session has started, on the
+        # loop the executor's steps run on; the executor has no public way to
+        # start them before its first step yet.
+        started = asyncio.run_coroutine_threadsafe(executor._start(), executor._own_loop())
+        try:
+            started.result()
+        except ConfigurationError as exc:
+            raise unprocessable(f"the tools of this service cannot start: {exc.detail}", "/additional_input") from exc
+        check_bound(agent, executor.toolbox.bound, executor.retrievers)
 
 
 def _conflict(task: TaskRecord, event: str) -> InvalidState:
@@ -589,83 +549,6 @@ def _conflict(task: TaskRecord, event: str) -> InvalidState:
     except InvalidState as exc:
         return exc
     return InvalidState(detail, entity="task", state=task.status, allowed=[])
-
-
-def _inputs_from_text(agent: Agent, text: str | None) -> dict[str, Any]:
-    """``input`` fills the agent's one required string input when no inputs are given."""
-    schema = agent.definition.get("inputs") or {}
-    required = [n for n in schema.get("required") or [] if n != "passages"]
-    properties = schema.get("properties") or {}
-    if text is not None and len(required) == 1 and (properties.get(required[0]) or {}).get("type") == "string":
-        return {required[0]: text}
-    return {}
-
-
-def _checked_inputs(agent: Agent, inputs: dict[str, Any]) -> dict[str, Any]:
-    """``inputs`` checked as the run will check them, before anything runs."""
-    checked = dict(inputs)
-    if agent.definition.get("type") == "rag" and "passages" not in checked:
-        # The run retrieves them: an empty list stands in for the check.
-        checked["passages"] = []
-    try:
-        agent.compiled.check_inputs(checked, limits=RenderLimits())
-    except InvalidInputs as exc:
-        raise InvalidInputs(
-            f"the inputs do not fit {agent.usecase}/{agent.name}: {exc.detail}",
-            [replace(issue, path="/additional_input/inputs" + issue.path) for issue in exc.errors],
-        ) from exc
-    except RegistryError as exc:
-        raise _unprocessable(f"the inputs of {agent.usecase}/{agent.name}: {exc}", "/additional_input/inputs") from exc
-    return dict(inputs)
-
-
-def _unprocessable(message: str, path: str) -> InvalidInputs:
-    return InvalidInputs(message, [Issue(message=message, path=path)])
-
-
-def _optional_text(body: Mapping[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, str):
-        raise InvalidRequest(f"{name} must be text or null")
-    return value
-
-
-def _object(body: Mapping[str, Any], name: str) -> dict[str, Any]:
-    if name not in body:
-        return {}
-    value = body[name]
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"{name} must be an object")
-    return value
-
-
-def _file_name(name: str) -> str:
-    base = posixpath.basename(name.replace("\\", "/")).strip()
-    if not base or base in (".", "..") or _UNSAFE_PATH.search(base) or len(base) > 255:
-        raise InvalidRequest("the file needs a name: 1 to 255 characters, no control characters")
-    return base
-
-
-def _relative_path(path: str | None) -> str | None:
-    """A relative path inside the task's space, normalised; refused when it
-    would leave it (``..``), is absolute, or holds control characters."""
-    if path is None or path.strip() == "":
-        return None
-    if _UNSAFE_PATH.search(path) or len(path) > 1024:
-        raise InvalidRequest("relative_path may not hold control characters or backslashes, nor be longer than 1024")
-    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
-        raise InvalidRequest("relative_path must be relative, not absolute")
-    if ".." in path.split("/"):
-        raise InvalidRequest("relative_path may not hold '..': a file stays among the task's files")
-    normalised = posixpath.normpath(path)
-    return "" if normalised == "." else normalised
-
-
-def _content_type(given: str | None, name: str) -> str:
-    if given and "/" in given and len(given) <= 200 and not _UNSAFE_PATH.search(given):
-        return given
-    guessed, _ = mimetypes.guess_type(name)
-    return guessed or "application/octet-stream"
 
 
 def _process_exists(pid: int) -> bool:

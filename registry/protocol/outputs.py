@@ -1,0 +1,46 @@
+"""What a step answers: the members of its ``additional_output``, and the
+action it proposes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from registry.executor import Trace
+from registry.executor.journal import PendingAction
+from registry.protocol.records import ActionRecord, TaskRecord
+
+
+def pending_action(action: ActionRecord) -> PendingAction:
+    return PendingAction(action.key, action.agent, action.tool, action.arguments, action.thought)
+
+
+def action_json(action: ActionRecord) -> dict[str, Any]:
+    return {
+        "action_id": action.action_id,
+        "status": action.status,
+        "agent": action.agent,
+        "tool": action.tool,
+        "arguments": action.arguments,
+        "thought": action.thought,
+    }
+
+
+def step_output(task: TaskRecord, trace: Trace) -> dict[str, Any]:
+    """What every step answers in ``additional_output``: the agent and
+    release, the model calls this step made and their usage, the trace so far."""
+    # The model calls this step made: not replayed, and answered (a call
+    # the step ended on, parked for the next step, has no reply).
+    live = [
+        s for s in trace.spans("chat") if "registry.reply" in s.attributes and not s.attributes.get("registry.replayed")
+    ]
+    return {
+        "agent": task.agent,
+        "release": {"tag": task.release_tag, "commit": task.release_commit},
+        "llm_calls": len(live),
+        "usage": {
+            "input_tokens": sum(s.attributes.get("gen_ai.usage.input_tokens") or 0 for s in live),
+            "output_tokens": sum(s.attributes.get("gen_ai.usage.output_tokens") or 0 for s in live),
+        },
+        "trace": trace.as_dict(),
+    }
+
