@@ -205,3 +205,13 @@ def test_the_python_example_of_the_executor_docs_runs_as_written(tmp_path: Path)
     first, second = result.stdout.splitlines()[:2]
     assert first == "completed job 88 (rspec) failed"
     assert second.startswith("v1.1.0 sha256:")
+
+
+def test_the_summary_counts_a_call_that_got_no_answer(tmp_path: Path) -> None:
+    with ScriptedModelServer([{"content": "late", "delay": 5}], tmp_path) as model:
+        result = run(
+            "run", "commit_message/one_line", "--example", "--input", "diff=+a = 2", "--model", model.base_url,
+            "--model-name", "served-model", "--timeout", "0.5",
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert "· 1 model call (0 answered) ·" in result.stdout

@@ -232,13 +232,18 @@ def _text(result: RunResult) -> str:
         result.trace.as_text(),
         "",
         f"outcome: {result.outcome} · {result.agent} @ {release.tag} ({release.commit[:12]})"
-        f" · {plural(result.llm_calls, 'model call')} · {result.seconds:.2f} s",
+        f" · {_calls(result)} · {result.seconds:.2f} s",
     ]
     if result.error:
         lines.append(f"reason: {result.error}")
     if result.output is not None:
         lines += ["", result.output]
     return "\n".join(lines) + "\n"
+
+
+def _calls(result: RunResult) -> str:
+    calls = plural(result.llm_calls, "model call")
+    return calls if result.llm_replies == result.llm_calls else f"{calls} ({result.llm_replies} answered)"
 
 
 def index_command(args: argparse.Namespace) -> int:

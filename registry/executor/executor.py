@@ -99,6 +99,11 @@ class RunResult:
     release: Resolution
     digest: str
     llm_calls: int
+    """Model calls made, answered or not (what ``limits.max_llm_calls``
+    counts; one retried on 429 or 5xx counts once)."""
+    llm_replies: int
+    """Model calls that got a reply: fewer than ``llm_calls`` when one failed
+    or the run stopped while it waited."""
     usage: Usage
     seconds: float
     trace: Trace
@@ -118,6 +123,7 @@ class RunResult:
             "release": {"tag": release.tag, "commit": release.commit, "requested": self.release.requested},
             "digest": self.digest,
             "llm_calls": self.llm_calls,
+            "llm_replies": self.llm_replies,
             "usage": self.usage.as_dict(),
             "seconds": round(self.seconds, 6),
             "trace": self.trace.as_dict(),
@@ -265,7 +271,13 @@ class Executor:
             root.fail(error)
         finally:
             root.end()
-        root.set(**{"registry.outcome": outcome, "registry.llm_calls": totals.llm_calls})
+        root.set(
+            **{
+                "registry.outcome": outcome,
+                "registry.llm_calls": totals.llm_calls,
+                "registry.llm_replies": totals.llm_replies,
+            }
+        )
         trace = Trace(root)
         emit(trace, self.tracer_provider)
         return RunResult(
@@ -277,6 +289,7 @@ class Executor:
             release=agent.release,
             digest=agent.digest,
             llm_calls=totals.llm_calls,
+            llm_replies=totals.llm_replies,
             usage=totals.usage(),
             seconds=time.monotonic() - started,
             trace=trace,

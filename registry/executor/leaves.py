@@ -119,6 +119,7 @@ class _Loop:
         ctx = self.ctx
         ctx.check_time()
         ctx.budget.spend()
+        ctx.totals.llm_calls += 1
         definition = self.agent.definition
         model = definition.get("model") or {}
         request = ChatRequest(
@@ -153,7 +154,7 @@ class _Loop:
                 reply = await self._live_chat(request, span)
                 if ctx.journal is not None:
                     ctx.journal.record(key, {"kind": "model", "reply": reply.as_dict()})
-            ctx.totals.add(reply.usage)
+            ctx.totals.replied(reply.usage)
             attributes: dict[str, Any] = {"registry.reply": reply.as_dict()}
             if reply.model is not None:
                 attributes["gen_ai.response.model"] = reply.model

@@ -93,12 +93,15 @@ class Totals:
     """Counted over the whole run, nested agents included."""
 
     llm_calls: int = 0
+    """Model calls made, answered or not: what ``limits.max_llm_calls`` counts."""
+    llm_replies: int = 0
+    """Model calls that got a reply."""
     input_tokens: int = 0
     output_tokens: int = 0
     reported: bool = False
 
-    def add(self, usage: Usage | None) -> None:
-        self.llm_calls += 1
+    def replied(self, usage: Usage | None) -> None:
+        self.llm_replies += 1
         if usage is not None:
             if usage.input_tokens is not None:
                 self.input_tokens += usage.input_tokens
