@@ -41,6 +41,7 @@ from registry.authoring import commands
 from registry.authoring.examples import GOLDEN_SUFFIX, report_text, run_examples
 from registry.authoring.lint import find_agents_root, lint
 from registry.authoring.lintformat import FORMATS, render_report
+from registry.cli.logs import configure_logging
 from registry.cli.run import add_run_options, agents_serve_command, default_data_dir, index_command, run_command
 from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
@@ -633,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # --help, --version and usage errors: flushed below like any output
             status = exc.code if isinstance(exc.code, int) else 2
         else:
-            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            configure_logging()
             with ExitStack() as stack:
                 status = _run(args, stack)
         # Flushed here, where a closed pipe can still be handled, rather than
