@@ -227,11 +227,10 @@ def _write(path: str, text: str) -> None:
 
 
 def _text(result: RunResult) -> str:
-    release = result.release.release
     lines = [
         result.trace.as_text(),
         "",
-        f"outcome: {result.outcome} · {result.agent} @ {release.tag} ({release.commit[:12]})"
+        f"outcome: {result.outcome} · {result.agent} @ {result.tag} ({result.commit[:12]})"
         f" · {_calls(result)} · {result.seconds:.2f} s",
     ]
     if result.error:

@@ -2,7 +2,7 @@
 
     executor = Executor(registry=RegistryClient(url, release="^1.2"), model=OpenAIChatModel(...))
     result = executor.run("support/gated_answer", {"question": "..."})
-    result.outcome, result.output, result.release.release.tag, result.trace.as_text()
+    result.outcome, result.output, result.tag, result.trace.as_text()
 
 The release is resolved once, when the run fetches its agent: a composite's
 answer carries every agent it can reach at that release, so a tag pushed
@@ -112,15 +112,24 @@ class RunResult:
     def completed(self) -> bool:
         return self.outcome == COMPLETED
 
+    @property
+    def tag(self) -> str:
+        """The release tag the run was pinned to (``release.release.tag``)."""
+        return self.release.release.tag
+
+    @property
+    def commit(self) -> str:
+        """The commit of that release (``release.release.commit``)."""
+        return self.release.release.commit
+
     def as_dict(self) -> dict[str, Any]:
-        release = self.release.release
         return {
             "outcome": self.outcome,
             "output": self.output,
             "data": self.data,
             "error": self.error,
             "agent": self.agent,
-            "release": {"tag": release.tag, "commit": release.commit, "requested": self.release.requested},
+            "release": {"tag": self.tag, "commit": self.commit, "requested": self.release.requested},
             "digest": self.digest,
             "llm_calls": self.llm_calls,
             "llm_replies": self.llm_replies,

@@ -149,9 +149,8 @@ class _Composite:
                     {"inputs": inputs, "steps": steps, "gate": {"reason": reason}},
                     what=f"{self.name}: {label} on_block",
                 )
-                raise Blocked(
-                    f"the gate of {label} ({step['agent']}) blocked the reply: {shorten(reason, 200)}", output=str(text)
-                )
+                why = f": {shorten(reason, 200)}" if reason.strip() else " (it gave no reason)"
+                raise Blocked(f"the gate of {label} ({step['agent']}) blocked the reply{why}", output=str(text))
         return result
 
     # --- route ---------------------------------------------------------------------------

@@ -128,10 +128,12 @@ class Trace:
             branch = "" if top else ("└─ " if last else "├─ ")
             mark = "" if span.status == "ok" else " ✗"
             summary = _summary(span)
+            tail = _tail(span)
             line = f"{prefix}{branch}{span.name}{mark} ({span.seconds * 1000:.0f} ms)"
             if summary:
                 line += f": {summary}"
-            lines.append(shorten(line, width) if width else line)
+            # The tail (who answered, the tokens) outlives the cut of a long reply.
+            lines.append((shorten(line, max(width - len(tail), 40)) if width else line) + tail)
             if span.error:
                 lines.append(f"{prefix}{'' if top else ('   ' if last else '│  ')}   {shorten(span.error, width)}")
             inner = prefix if top else prefix + ("   " if last else "│  ")
@@ -153,10 +155,7 @@ def _summary(span: Span) -> str:
         calls = reply.get("tool_calls") or []
         if calls:
             return "tool calls " + ", ".join(str(c.get("name")) for c in calls)
-        usage = ""
-        if a.get("gen_ai.usage.input_tokens") is not None:
-            usage = f" [{a.get('gen_ai.usage.input_tokens')}→{a.get('gen_ai.usage.output_tokens')} tokens]"
-        return json.dumps(shorten(reply.get("content", ""), 60), ensure_ascii=False) + usage
+        return json.dumps(shorten(reply.get("content", ""), 60), ensure_ascii=False)
     if span.operation == "execute_tool":
         output = json.dumps(shorten(a.get("registry.tool.output", ""), 50), ensure_ascii=False)
         return f"{a.get('registry.tool.status')} → {output}"
@@ -170,3 +169,18 @@ def _summary(span: Span) -> str:
         parts = [str(p) for p in (release and f"@ {release}", outcome) if p]
         return " ".join(parts)
     return ""
+
+
+def _tail(span: Span) -> str:
+    """What ends a model call's line whatever its length: the model that
+    answered, when it is not the one asked for, and the tokens."""
+    if span.operation != "chat":
+        return ""
+    a = span.attributes
+    tail = ""
+    answered = a.get("gen_ai.response.model")
+    if answered is not None and answered != a.get("gen_ai.request.model"):
+        tail += f" (answered by {shorten(answered, 60)})"
+    if a.get("gen_ai.usage.input_tokens") is not None:
+        tail += f" [{a.get('gen_ai.usage.input_tokens')}→{a.get('gen_ai.usage.output_tokens')} tokens]"
+    return tail
