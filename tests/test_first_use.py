@@ -219,3 +219,39 @@ def test_the_readme_run_command_works_as_written_and_prints_what_it_shows() -> N
         return [re.sub(r"\(\d+ ms\)|\d+\.\d+ s", "", line) for line in output.strip().splitlines()]
 
     assert steady(result.stdout) == steady(shown.group(1))
+
+
+def test_the_readme_layout_lists_every_subpackage() -> None:
+    text = README.read_text(encoding="utf-8")
+    layout = text[text.index("## Layout") :]
+    packages = sorted(p.parent.name for p in (REPOSITORY / "registry").glob("*/__init__.py"))
+    assert [name for name in packages if f"\n  {name}/" not in layout] == []
+
+
+def test_the_readme_says_where_agents_serve_keeps_its_tasks() -> None:
+    from registry.cli.run import default_data_dir
+
+    home = os.path.expanduser("~")
+    where = default_data_dir({}).replace(home, "~", 1) + "/tasks.db"
+    assert f"`{where}`" in README.read_text(encoding="utf-8")
+
+
+def test_the_authoring_walkthrough_renders_the_agent_new_scaffolds(tmp_path: Path) -> None:
+    # docs/authoring.md, steps 1 and 2, as written.
+    text = (REPOSITORY / "docs" / "authoring.md").read_text(encoding="utf-8")
+    walkthrough = text[text.index("## From a new agent to a tagged release") :]
+    commands = re.findall(r"`(prompt-registry (?:new|render)[^`]*)`", re.sub(r"\s*\n\s*", " ", walkthrough))
+    assert [c.split()[1] for c in commands[:2]] == ["new", "render"], commands
+    cli = str(Path(sys.executable).parent / "prompt-registry")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    for command in commands[:2]:
+        result = subprocess.run(
+            [cli, *shlex.split(command)[1:]],
+            cwd=tmp_path,
+            env=clean_environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, (command, result.stderr)
+    assert "I cannot log in" in result.stdout
