@@ -250,22 +250,32 @@ def test_approve_reject_and_edit_decide_a_pending_action(make: Any) -> None:
 
 
 def test_every_transition_of_the_tables_is_walked_and_every_other_refused(make: Any) -> None:
-    service = make([{"content": "done", "repeat": True}])
+    replies = [
+        {"when": "^Draft: outage$", "error": {"status": 503, "message": "overloaded"}, "repeat": True},
+        {"agent": "s/gate", "content": "not JSON", "repeat": True},
+        {"content": "done", "repeat": True},
+    ]
+    service = make(replies)
     http = service.http()
 
     def task_in(state: str) -> str:
-        task = create(http, "s/draft", inputs={"question": "q"})["task_id"]
-        if state == "completed":
-            step(http, task)
+        agent, question = {"failed": ("s/gate", "q"), "waiting_for_input": ("s/draft", "outage")}.get(
+            state, ("s/draft", "q")
+        )
+        task = create(http, agent, inputs={"reply" if agent == "s/gate" else "question": question})["task_id"]
+        if state in ("completed", "failed", "waiting_for_input"):
+            ran = step(http, task)
+            assert ran["additional_output"]["state"] == ("failed" if state == "waiting_for_input" else "completed")
         elif state == "cancelled":
             assert http.post(f"/ap/v1/agent/tasks/{task}/cancel").status_code == 200
+        assert http.get(f"/ap/v1/agent/tasks/{task}").get_json()["status"] == state
         return task
 
     requests = {
         "step": lambda t: http.post(f"/ap/v1/agent/tasks/{t}/steps"),
         "cancel": lambda t: http.post(f"/ap/v1/agent/tasks/{t}/cancel"),
     }
-    reachable = ("created", "completed", "cancelled")
+    reachable = ("created", "waiting_for_input", "completed", "failed", "cancelled")
     allowed = {(t.source, t.event) for t in TRANSITIONS if t.entity == "task"}
     for state in reachable:
         for event, send in requests.items():

@@ -1,11 +1,19 @@
-"""What a step answers: the members of its ``additional_output``, and the
-action it proposes."""
+"""What a step answers: the members of its ``additional_output``, the
+action it proposes, and whether its run stopped on a failed model call.
+
+A run that stops because a model call failed (an outage, a timeout, a
+refused connection) is not over: the executor journals nothing for a call
+that got no answer, so the next step makes that call again and replays
+everything before it. The service fails only the step, and the task can go
+on (``interrupt`` in the state table).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from registry.executor import Trace
+from registry.executor import FAILED, Trace
+from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
 from registry.protocol.records import ActionRecord, TaskRecord
 
@@ -44,3 +52,14 @@ def step_output(task: TaskRecord, trace: Trace) -> dict[str, Any]:
         "trace": trace.as_dict(),
     }
 
+
+def failed_model_call(result: StepResult) -> str | None:
+    """Why the run failed, when it failed because a model call did (an
+    outage, a timeout, a refused connection): the executor marks such a
+    call's span with ``registry.error.reason``. None otherwise."""
+    run = result.result
+    if run is None or run.outcome != FAILED:
+        return None
+    if any(span.status == "error" and "registry.error.reason" in span.attributes for span in run.trace.spans("chat")):
+        return run.error or "a model call failed"
+    return None

@@ -49,7 +49,7 @@ from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
 from registry.format.definition import check_agent_name
 from registry.models import Issue
-from registry.protocol.outputs import action_json, pending_action, step_output
+from registry.protocol.outputs import action_json, failed_model_call, pending_action, step_output
 from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
 from registry.protocol.requests import (
     check_bound,
@@ -304,6 +304,13 @@ class TaskService:
         except BaseException:
             self._finish_failed(claimed, step, "an internal error of the service stopped the step; it has been logged")
             raise
+        failed_call = failed_model_call(result)
+        if failed_call is not None:
+            # Nothing was journaled for the call: the next step makes it again,
+            # and replays everything before it.
+            log.warning("step %s of task %s failed: %s", step.step_id, task_id, failed_call)
+            reason = f"{failed_call}; the task can go on: post a new step to try the call again"
+            return self._finish_failed(claimed, step, reason, additional=step_output(claimed, result.run_trace))
         return self._finish(claimed, step, result)
 
     def _decide(self, pending: ActionRecord, decision: Mapping[str, Any], step: StepRecord) -> None:
@@ -397,11 +404,11 @@ class TaskService:
         now = _now()
         failed = replace(
             step,
-            status="failed",
+            status=transition("step", "running", "fail").target,
             additional_output={**(additional or {}), "state": "failed", "error": reason},
             finished_at=now,
         )
-        waiting = "waiting_for_input"
+        waiting = transition("task", "running", "interrupt").target
         return self._store_finished(task, failed, replace(task, status=waiting, running_step_id=None, updated_at=now))
 
     def _store_finished(self, task: TaskRecord, finished: StepRecord, finished_task: TaskRecord) -> StepRecord:

@@ -13,8 +13,10 @@ A task is ``created`` with its agent and release pinned; each step runs it
 one model round further (``running``), then leaves it ``waiting_for_input``
 (the next step, or a decision on a proposed action) until the run is over:
 ``completed`` (the run completed, or a gate blocked it: an answer either
-way) or ``failed`` (failed, or exhausted a limit). A user may cancel a task
-that is not running. Steps and artifacts never change once written.
+way) or ``failed`` (failed, or exhausted a limit). A step whose model call
+fails (an outage, a timeout) fails alone: the task waits again, and the
+next step makes the call again. A user may cancel a task that is not
+running. Steps and artifacts never change once written.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the run ends with an answer: outcome completed, or blocked by a gate"),
     Transition("task", "running", "fail", "failed", SERVER, _STEPS,
                "the run ends without one: outcome failed, or exhausted a limit"),
+    Transition("task", "running", "interrupt", "waiting_for_input", SERVER, _STEPS,
+               "the step fails and the run is not over (a model call failed, or the pinned agent could not be"
+               " fetched): the next step tries again from the journal"),
     Transition("task", "running", "recover", "waiting_for_input", SERVER, "(a runner gone)",
                "the process running the step is gone: the step is marked failed and the task can go on"),
     Transition("task", "created", "cancel", "cancelled", USER, _CANCEL, "the user gives the task up"),
@@ -75,6 +80,9 @@ TRANSITIONS: tuple[Transition, ...] = (
                "created running: the step runs within the request (the protocol's created state is never seen)"),
     Transition("step", "running", "finish", "completed", SERVER, _STEPS,
                "its output, is_last and additional_output are written once and never change"),
+    Transition("step", "running", "fail", "failed", SERVER, _STEPS,
+               "a model call failed (an outage, a timeout, a refused connection), or the pinned agent could not"
+               " be fetched: its error says why; nothing the call did not answer is journaled"),
     Transition("step", "running", "recover", "failed", SERVER, "(a runner gone)",
                "its process is gone; a tool call it had started is not made again"),
     # Action
