@@ -36,6 +36,7 @@ from registry.client import (
     RetryPolicy,
 )
 from registry.client.agent import _plain_json_within, as_request_json
+from registry.client.retry_after import MAX_RETRY_AFTER, parse_retry_after
 from registry.format.bundle import Bundle
 from registry.format.inputschema import MAX_VALIDATED_DEPTH, measure
 from registry.rendering.sandbox import RenderLimits
@@ -380,6 +381,53 @@ def test_a_retry_after_longer_than_the_cap_is_not_waited_for(transport: Recordin
     with pytest.raises(RegistryUnavailable):
         client.get("chat", "minimal")
     assert transport.statuses() == [503]
+
+
+# Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110's example date, as "now".
+NOW = 784111777.0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("0", 0.0),
+        ("120", 120.0),
+        (" 7\t", 7.0),
+        ("Sun, 06 Nov 1994 08:50:37 GMT", 60.0),  # IMF-fixdate
+        ("Sunday, 06-Nov-94 08:50:37 GMT", 60.0),  # rfc850-date
+        ("Sun Nov  6 08:50:37 1994", 60.0),  # asctime-date, in GMT
+        ("Sun, 06 Nov 1994 08:48:37 GMT", 0.0),  # in the past: no wait
+        ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),
+        ("9" * 5000, MAX_RETRY_AFTER),  # more digits than int() takes
+        ("1000000000000", MAX_RETRY_AFTER),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", MAX_RETRY_AFTER),
+        ("1.5", None),  # delay-seconds is 1*DIGIT
+        ("-1", None),
+        ("+3", None),
+        ("1e3", None),
+        ("nan", None),
+        ("inf", None),
+        ("0x10", None),
+        ("²", None),  # a digit to str.isdigit, not to RFC 9110
+        ("٣", None),
+        ("", None),
+        ("soon", None),
+        ("Sun, 31 Feb 1994 08:49:37 GMT", None),
+        ("Sun, 06 Nov 99999 08:49:37 GMT", None),
+        ("Sun, 06 Nov 1994 08:49:37 GMT" + " x" * 50_000, None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_read_as_rfc_9110_says(value: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(value, now=NOW) == seconds
+
+
+@pytest.mark.parametrize("value", ["²", "1.5", "-1", "garbage"])
+def test_a_retry_after_that_is_not_one_falls_back_to_the_backoff(transport: RecordingTransport, value: str) -> None:
+    transport.faults.append(httpx.Response(503, headers={"Retry-After": value.encode()}))
+    client = _client(transport, release="v1.0.0")
+    assert client.get("chat", "minimal").source == "server"
+    assert transport.statuses() == [503, 200]
 
 
 def test_connection_errors_and_502s_are_retried(transport: RecordingTransport) -> None:

@@ -220,6 +220,16 @@ def test_a_retry_after_date_is_honoured() -> None:
     assert 0.9 <= second - first < 3
 
 
+@pytest.mark.parametrize("value", ["1.5", "-1", "1e3"])
+def test_a_retry_after_rfc_9110_does_not_allow_is_ignored_for_the_backoff(value: str) -> None:
+    answers = [_Answer(429, b"{}", {"Retry-After": value}), _Answer(200, _completion_body("ok"))]
+    with _HeaderServer(answers) as server:
+        assert _complete(server.base_url, backoff=0.3, max_backoff=1.0).content == "ok"
+        (first, _), (second, _) = server.received
+    # The backoff's first delay, 0.15 to 0.3 s: neither 1.5 s, nor none, nor 1000 s capped to 4.
+    assert 0.1 <= second - first < 1
+
+
 def test_a_long_retry_after_is_capped() -> None:
     answers = [_Answer(429, b"{}", {"Retry-After": "3600"}), _Answer(200, _completion_body("ok"))]
     with _HeaderServer(answers) as server:

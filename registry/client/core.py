@@ -4,7 +4,6 @@ and sleeps in its own way, and calls these for everything else."""
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import math
 import random
@@ -12,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -20,6 +18,7 @@ import httpx
 
 from registry.client.agent import Agent, _Compilation, as_request_json
 from registry.client.cache import AgentCache, CacheKey, Entry
+from registry.client.retry_after import parse_retry_after
 from registry.errors import (
     ERRORS_BY_SLUG,
     InvalidDefinition,
@@ -157,7 +156,8 @@ class ClientCore:
         return {"inputs": as_request_json(inputs or {})}
 
     def retry_delay(self, attempt: int, response: httpx.Response | None) -> float | None:
-        return self.retries.delay(attempt, _retry_after(response) if response is not None else None)
+        asked = parse_retry_after(response.headers.get("Retry-After")) if response is not None else None
+        return self.retries.delay(attempt, asked)
 
     def unavailable(self, request: httpx.Request, failure: BaseException | httpx.Response) -> RegistryUnavailable:
         if isinstance(failure, httpx.Response):
@@ -384,23 +384,6 @@ def _release(data: dict[str, Any]) -> Release:
         prerelease=bool(data.get("prerelease", False)),
         moved_to=data.get("moved_to"),
     )
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """``Retry-After`` in seconds (RFC 9110: a number of seconds or an HTTP date)."""
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def _text(value: Any) -> str:

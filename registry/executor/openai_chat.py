@@ -22,11 +22,8 @@ completion whose fields are missing or of any type.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import math
 import random
-import time
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from typing import Any, cast
@@ -35,6 +32,7 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
+from registry.client.retry_after import parse_retry_after
 from registry.errors import ConfigurationError, ModelError
 from registry.executor.chat import MAX_REPLY_BYTES, ChatReply, ChatRequest, ToolCallRequest, Usage
 
@@ -133,7 +131,7 @@ class OpenAIChatModel:
 
     def _delay(self, attempt: int, headers: httpx2.Headers) -> float:
         """Seconds to wait before retry ``attempt + 1``."""
-        asked = _retry_after(headers)
+        asked = parse_retry_after(headers.get("Retry-After"))
         if asked is not None:
             # Honoured, within reason: a server asking for an hour should not
             # hold a run for an hour.
@@ -200,22 +198,6 @@ class _CappedStream(httpx2.AsyncByteStream):
 
 def _retryable(status: int) -> bool:
     return status == 429 or status >= 500
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    """The seconds ``Retry-After`` asks for (a number or an HTTP date), if it is readable."""
-    value = headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def _status_error(exc: openai.APIStatusError, *, retries: int) -> ModelError:
