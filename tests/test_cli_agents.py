@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from typing import Any
 
 from registry.store.example import build_example_repository
 from tests.redis_server import free_port
-from tests.servers import RegistryProcess, clean_environment
+from tests.servers import REPOSITORY, RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 
@@ -235,3 +237,58 @@ def test_with_tokens_set_run_fetches_from_a_local_library_without_one(tmp_path: 
     )
     assert result.returncode == 0, result.stderr
     assert "outcome: completed" in result.stdout
+
+
+DOCS = REPOSITORY / "docs" / "agent-protocol.md"
+_SHOWN_OUTPUT = re.compile(r'"output": ("(?:[^"\\]|\\.)*")')
+_SHOWN_IS_LAST = re.compile(r'"is_last": (true|false)')
+
+
+def documented_session(heading: str) -> list[tuple[list[str], str]]:
+    """The commands of the console block after ``heading`` in the docs, each
+    split as a shell splits it, with the answer shown under it."""
+    text = DOCS.read_text(encoding="utf-8")
+    block = text[text.index(heading) :].split("```console\n", 1)[1].split("\n```", 1)[0]
+    session: list[tuple[list[str], str]] = []
+    pending = ""
+    for line in block.splitlines():
+        if pending or line.startswith("$ "):
+            pending = f"{pending}\n{line}" if pending else line[2:]
+            if pending.endswith("\\"):
+                pending = pending[:-1]
+                continue
+            try:
+                words = shlex.split(pending, comments=True)
+            except ValueError:  # a quotation still open: the command goes on
+                continue
+            session.append((words, ""))
+            pending = ""
+        elif session:
+            session[-1] = (session[-1][0], session[-1][1] + line + "\n")
+    return session
+
+
+def test_the_approval_example_of_the_docs_runs_as_written(tmp_path: Path) -> None:
+    session = documented_session("A worked example: `assistant/react_text`")
+    serve, *requests = session
+    assert serve[0][:3] == ["prompt-registry", "agents", "serve"]
+    task_id = "d1b8668e-..."
+    with agents_serve(*serve[0][3:], "--data-dir", str(tmp_path / "data"), cwd=REPOSITORY) as base:
+        for command, shown in requests:
+            assert command[:2] == ["curl", "-s"], command
+            url = next(arg for arg in command if arg.startswith("localhost:8090/"))
+            data = command[command.index("-d") + 1] if "-d" in command else None
+            method = "POST" if data is not None or "POST" in command else "GET"
+            path = url.removeprefix("localhost:8090").replace("d1b8668e-...", task_id)
+            status, answer = call(base, method, path, json.loads(data) if data else ({} if method == "POST" else None))
+            assert status == 200, (command, answer)
+            task_id = answer.get("task_id", task_id)
+            for flag in _SHOWN_IS_LAST.findall(shown):
+                assert answer["is_last"] is (flag == "true")
+            for literal in _SHOWN_OUTPUT.findall(shown):
+                output = json.loads(literal)
+                assert answer["output"].startswith(output.removesuffix("...")), (output, answer["output"])
+            if "actions" in answer:
+                [action] = answer["actions"]
+                assert (action["status"], action["edited_arguments"]) == ("edited", {"job_id": 88, "lines": 50})
+    assert [len(requests), answer["actions"][0]["arguments"]] == [5, {"job_id": 88, "lines": 500}]
