@@ -224,3 +224,12 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
 @pytest.fixture
 def client(app: Flask) -> FlaskClient:
     return app.test_client()
+
+
+def schema_says(schema: dict[str, Any], instance: Any) -> str:
+    """jsonschema's own words for the first error of ``instance``: the
+    registry passes them on, and a test compares with them rather than
+    copying them, since any release the pins allow may word them anew."""
+    from jsonschema import Draft202012Validator
+
+    return str(next(Draft202012Validator(schema).iter_errors(instance)).message)

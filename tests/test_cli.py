@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from registry.settings import BUNDLED_LIBRARY
-from tests.conftest import LibraryRepo
+from tests.conftest import LibraryRepo, schema_says
 from tests.servers import RegistryProcess
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
@@ -617,7 +617,7 @@ def test_render_hints_at_quoting_even_for_a_single_problem(tmp_path: Path) -> No
     result = _cli("render", "support/triage", "--input", "question=5", cwd=tmp_path / "lib")
     assert result.returncode == 2
     assert result.stderr == (
-        "prompt-registry: /question: 5 is not of type 'string' (VALUE is read as JSON when it parses as JSON;"
+        f"prompt-registry: /question: {schema_says({'type': 'string'}, 5)} (VALUE is read as JSON when it parses as JSON;"
         " to pass the string, say --input 'question=\"5\"') (support/triage at worktree)\n"
     )
 

@@ -16,6 +16,7 @@ from registry.format.definition import CompiledAgent, compile_definition, defini
 from registry.format.safeyaml import parse_yaml
 from registry.models import Issue, Message
 from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
+from tests.conftest import schema_says
 
 FILE = "chat/agent.yml"
 PARTIALS = {
@@ -432,7 +433,7 @@ def test_extra_input_is_rejected_when_additional_properties_is_false() -> None:
 
 def test_input_of_the_wrong_type_is_reported_at_its_path() -> None:
     (issue,) = _input_issues(_with_inputs(), {"name": "n", "age": "three"})
-    assert (issue.path, issue.message) == ("/age", "'three' is not of type 'integer'")
+    assert (issue.path, issue.message) == ("/age", schema_says({"type": "integer"}, "three"))
 
 
 def test_nested_input_error_has_its_full_path() -> None:
@@ -444,7 +445,7 @@ def test_every_input_problem_is_reported_at_once_sorted_by_path() -> None:
     with pytest.raises(InvalidInputs) as info:
         _with_inputs().render({"age": "x", "bogus": 1, "tone": 5}, limits=RenderLimits())
     assert [i.path for i in info.value.errors] == ["/age", "/bogus", "/name", "/tone"]
-    assert info.value.detail == "/age: 'x' is not of type 'integer', and 3 more problems"
+    assert info.value.detail == f"/age: {schema_says({'type': 'integer'}, 'x')}, and 3 more problems"
 
 
 def test_an_input_error_says_its_one_problem_in_words() -> None:
@@ -466,7 +467,7 @@ def test_an_invalid_definition_says_its_first_problem_where_it_is_and_how_many_m
     assert several.value.detail.endswith(f", and {len(several.value.errors) - 1} more problems")
     with pytest.raises(InvalidDefinition) as unplaced:
         compile_definition({"name": "A", "prompt_templates": {"user": 5}}, TemplateEnvironment({}.get))
-    assert unplaced.value.detail == "/prompt_templates/user: 5 is not of type 'string'"
+    assert unplaced.value.detail == f"/prompt_templates/user: {schema_says({'type': 'string'}, 5)}"
 
 
 def test_inputs_that_are_not_an_object_are_rejected() -> None:
@@ -576,7 +577,8 @@ def test_one_huge_string_a_request_can_carry_is_refused_by_the_schema_in_a_few_w
     (issue,) = _input_issues(
         _compile(PASSAGES), {"question": "q", "passages": [{"title": "t", "text": "x" * 1_000_000}]}
     )
-    assert issue.path == "/passages/0/text" and issue.message.endswith("is too long") and len(issue.message) < 400
+    said = schema_says({"maxLength": 10}, "x" * 1_000_000)[len(repr("x" * 1_000_000)) :]  # its words after the quote
+    assert issue.path == "/passages/0/text" and issue.message.endswith(said) and len(issue.message) < 400
 
 
 def test_large_but_ordinary_inputs_render() -> None:
