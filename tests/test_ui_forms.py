@@ -115,7 +115,7 @@ def test_an_example_submitted_as_shown_gives_its_inputs_back(schema: Any, exampl
 
 def test_library_schemas_become_the_controls_they_describe() -> None:
     chat = by_name(form_fields(DEFINITIONS["chat/tool_calling.yml"]["inputs"]))
-    assert (chat["question"].kind, chat["question"].required, chat["question"].min_length) == ("textarea", True, 1)
+    assert (chat["question"].kind, chat["question"].required, chat["question"].min_length) == ("text", True, 1)
     assert chat["tools"].kind == "json"
     assert chat["page"].kind == "fieldset" and not chat["page"].required
     assert chat["page.kind"].options == ("issue", "merge_request", "epic", "file", "pipeline", "job")
@@ -288,11 +288,7 @@ def test_a_local_ref_is_resolved_one_level() -> None:
         ("low", "high"),
         "How much.",
     )
-    assert (fields["node"].kind, fields["node.label"].kind, fields["node.next"].kind) == (
-        "fieldset",
-        "textarea",
-        "json",
-    )
+    assert (fields["node"].kind, fields["node.label"].kind, fields["node.next"].kind) == ("fieldset", "text", "json")
     assert (fields["narrowed"].kind, fields["missing"].kind) == ("json", "json")
 
 
@@ -328,7 +324,7 @@ def test_names_escape_dots_and_tildes_so_they_stay_unique() -> None:
 def test_undeclared_properties_of_an_open_object_travel_in_a_json_field() -> None:
     schema = {"type": "object", "properties": {"q": {"type": "string"}}}
     fields = form_fields(schema, values={"q": "x", "extra": {"n": 1}})
-    assert [(field.name, field.kind) for field in fields] == [("q", "textarea"), ("~extra", "json")]
+    assert [(field.name, field.kind) for field in fields] == [("q", "text"), ("~extra", "json")]
     assert round_trip(schema, {"q": "x", "extra": {"n": 1}}) == {"q": "x", "extra": {"n": 1}}
     assert inputs_from_form(schema, {"~extra": '{"q": "y"}'}) == (
         {},
@@ -375,6 +371,27 @@ def test_short_strings_are_single_lines_unless_their_value_has_a_line_break() ->
         ("textarea", None),
     ]
     assert by_name(form_fields(schema, values={"title": "two\nlines"}))["title"].kind == "textarea"
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind"),
+    [
+        ({}, "text"),
+        ({"description": "Language identifier, e.g. python"}, "text"),
+        ({"minLength": 1}, "text"),
+        ({"maxLength": 255}, "text"),
+        ({"maxLength": 20000}, "textarea"),
+        ({"maxLength": 20000, "x-multiline": False}, "text"),
+        ({"x-multiline": True}, "textarea"),
+        ({"x-multiline": "yes"}, "text"),
+        ({"contentMediaType": "text/markdown"}, "textarea"),
+        ({"format": "email"}, "text"),
+    ],
+)
+def test_a_string_is_one_line_unless_the_schema_asks_for_long_text(spec: dict[str, Any], kind: str) -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string", **spec}}}
+    assert by_name(form_fields(schema))["s"].kind == kind
+    assert by_name(form_fields(schema, values={"s": "two\nlines"}))["s"].kind == "textarea"
 
 
 def test_a_werkzeug_multidict_and_non_text_values_are_read() -> None:

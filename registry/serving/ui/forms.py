@@ -13,16 +13,16 @@ UI's templates render the ``Field`` values.
   an open object's undeclared properties when the values shown have some,
   and ``__inputs__`` (``WHOLE_INPUTS``) the one field of a form for a
   definition with no usable schema.
-- Kinds: ``text`` for strings the schema keeps short (a ``maxLength`` up to
-  255, a ``pattern`` or a ``format``) and ``textarea`` for the others or for
-  a value with a line break; ``select`` for an ``enum``, and for a boolean
-  that may be left out (true, false or not given: a checkbox cannot say "not
-  given"); ``checkbox`` for a boolean always in the inputs; ``integer`` and
-  ``number``; ``textarea`` with ``lines`` for an array of strings, one item a
-  line; ``fieldset`` for an object with ``properties``, up to ``MAX_DEPTH``
-  levels; ``json`` for the rest: arrays of anything else, free objects,
-  ``const``, unions and other composition, a ``$ref`` other than one level
-  into ``#/$defs``, anything deeper.
+- Kinds: ``text`` (one line) for a string, ``textarea`` for long text (the
+  schema says ``x-multiline: true``, has a ``contentMediaType`` or a
+  ``maxLength`` over 255 without ``x-multiline: false``, or the value has a
+  line break); ``select`` for an ``enum``, and for a boolean that may be left
+  out (true, false or not given: a checkbox cannot say "not given");
+  ``checkbox`` for a boolean always in the inputs; ``integer`` and ``number``;
+  ``textarea`` with ``lines`` for an array of strings, one item a line;
+  ``fieldset`` for an object with ``properties``, up to ``MAX_DEPTH`` levels;
+  ``json`` for the rest: other arrays, free objects, ``const``, unions and
+  other composition, a ``$ref`` not one level into ``#/$defs``, deeper.
 - An empty optional field is left out of the inputs, so the schema's default
   applies, and an optional fieldset with every field empty too. An empty
   required field is sent as what it reads as when empty (``""`` for text,
@@ -256,7 +256,7 @@ class _Planner:
             return _Plan(key, name, "select", required, node, choices=select[0], options=select[1])
         kind = _single_type(node)
         if kind == "string":
-            return _Plan(key, name, "text" if _is_short(node) else "textarea", required, node)
+            return _Plan(key, name, "textarea" if _is_long(node) else "text", required, node)
         if kind == "integer":
             return _Plan(key, name, "integer", required, node)
         if kind == "number":
@@ -321,10 +321,10 @@ def _has_properties(node: Mapping[str, Any]) -> bool:
     return isinstance(properties, Mapping) and len(properties) > 0
 
 
-def _is_short(node: Mapping[str, Any]) -> bool:
-    """Whether a string schema keeps its values to a single line of text."""
+def _is_long(node: Mapping[str, Any]) -> bool:
+    """Whether a string schema asks for long text (a text area): most strings are short."""
     limit = _length(node.get("maxLength"))
-    return "pattern" in node or "format" in node or (limit is not None and limit <= _SHORT_TEXT)
+    return node.get("x-multiline", "contentMediaType" in node or (limit is not None and limit > _SHORT_TEXT)) is True
 
 
 def _is_open(node: Mapping[str, Any]) -> bool:
