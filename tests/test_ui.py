@@ -206,3 +206,43 @@ def test_a_client_that_asks_the_root_for_json_is_given_the_ui_too(ui: FlaskClien
     answer = ui.get("/", headers={"Accept": "application/json"})
     assert answer.get_json()["links"]["ui"] == "/ui/"
     page(ui, answer.get_json()["links"]["ui"])
+
+
+# --- what a page says, and how ------------------------------------------------------------
+
+
+def test_the_playground_gives_short_strings_one_line_and_labels_name_no_widget(ui: FlaskClient) -> None:
+    text = page(ui, "/ui/agents/explain_code/snippet?release=v1.1.0")
+    form = text[text.index('id="render-form"') :]
+    # language and file_path declare no length: one line each; code may be 20000 characters.
+    assert re.search(r'<input id="in-language" name="language" type="text"', form)
+    assert re.search(r'<input id="in-file_path" name="file_path" type="text"', form)
+    assert re.search(r'<textarea id="in-code" name="code"', form)
+    labels = re.findall(r"<label for=\"in-[^\"]+\">(.*?)</label>", form, re.S)
+    assert labels and not any(re.search(r"\b(text|textarea|select|json|integer)\b", label) for label in labels)
+
+
+def test_counts_are_worded_in_the_singular_and_the_plural(ui: FlaskClient) -> None:
+    # Its user template is "{{ question }}\n": one line, ended by a line break.
+    agent = page(ui, "/ui/agents/chat/tool_calling?release=v1.1.0")
+    assert '<h3>user <span class="muted">(1 line)</span></h3>' in agent
+    diff = page(ui, "/ui/diff?from=v1.0.0&to=v1.1.0")
+    heading = re.search(r'<h2 id="changes">Agents \(([^)]*)\)</h2>', diff)
+    assert heading and re.fullmatch(r"\d+ added, \d+ unchanged", heading.group(1)), heading
+
+
+def test_an_invalid_agent_keeps_the_hint_of_lint(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {"u/bad.yml": "name: bad\ndescripton: x\nprompt_templates:\n  user: hi\n"})
+    app = create_app(Settings(repo=str(repo.path)))
+    try:
+        client = app.test_client()
+        for url, status in (("/ui/agents/u/bad", 422), ("/ui/agents", 200)):
+            assert "did you mean &#39;description&#39;?" in page(client, url, status=status), url
+    finally:
+        app.extensions["prompt_registry.service"].close()
+
+
+def test_a_diff_with_a_release_that_is_not_there_keeps_the_form_to_correct_it(ui: FlaskClient) -> None:
+    text = page(ui, "/ui/diff?from=v9.9.9&to=v1.1.0", status=404)
+    assert '<input id="from" name="from" value="v9.9.9"' in text and '<input id="to" name="to" value="v1.1.0"' in text
+    assert "release-not-found" in text and 'role="alert"' in text

@@ -82,10 +82,27 @@ def registry() -> Iterator[RegistryProcess]:
         yield process
 
 
+# An input whose constraints are a long JSON value, beside short columns.
+WIDE = """\
+name: wide
+prompt_templates:
+  user: "{{ kind }} {{ note }}"
+inputs:
+  type: object
+  required: [kind]
+  properties:
+    kind:
+      type: string
+      description: One of many kinds.
+      enum: [KINDS]
+    note: {type: string, maxLength: 40}
+""".replace("KINDS", ", ".join(f"kind_number_{n}_of_a_very_long_list_of_kinds" for n in range(120)))
+
+
 @pytest.fixture(scope="module")
 def hostile_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
     repo = LibraryRepo(tmp_path_factory.mktemp("hostile"))
-    repo.release("v1.0.0", {"evil/agent.yml": HOSTILE})
+    repo.release("v1.0.0", {"evil/agent.yml": HOSTILE, "evil/wide.yml": WIDE})
     with RegistryProcess("--repo", str(repo.path)) as process:
         yield process
 
@@ -154,6 +171,8 @@ def test_a_person_goes_from_the_releases_to_an_agent_and_renders_it(
     form.get_by_label(re.compile("^code")).fill("def double(x):\n    return 2 * x")
     form.get_by_label(re.compile("^language")).fill("python")
     form.get_by_label(re.compile("^audience")).select_option("beginner")
+    assert form.get_by_label(re.compile("^language")).evaluate("e => e.tagName") == "INPUT"  # a short string
+    tab.screenshot("playground", docs=True, part=form)
     tab.follow(form.get_by_role("button", name="Render").click)
 
     result = page.locator("#result")
@@ -254,6 +273,27 @@ def test_hostile_text_of_a_definition_and_of_the_inputs_stays_text(
     assert page.locator("main script, main img, main [onmouseover]").count() == 0
 
 
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_table_cells_beside_a_long_value_keep_their_words_whole(
+    hostile_registry: RegistryProcess, open_tab: OpenTab, viewport: str
+) -> None:
+    tab = open_tab(hostile_registry.base, **({"viewport": PHONE, "phone": True} if viewport == "phone" else {}))
+    tab.goto("/ui/agents/evil/wide")
+    lines = tab.page.evaluate(
+        """() => [...document.querySelectorAll("section[aria-labelledby=inputs] tr")].flatMap(row =>
+            [...row.children].slice(0, 3).map(cell => {
+                const range = document.createRange();
+                range.selectNodeContents(cell);
+                const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                return [cell.innerText, tops.size];
+            }))"""
+    )
+    # Name, Type, Required: each on one line ("Type", not "Ty/pe"; "string", not "str/in/g").
+    assert ["Name", 1] in lines and ["string", 1] in lines
+    assert all(count == 1 for _, count in lines), lines
+    tab.screenshot(f"wide-inputs-{viewport}")
+
+
 # --- sign in ----------------------------------------------------------------------------
 
 
@@ -280,6 +320,12 @@ def test_a_person_signs_in_with_the_api_token_into_a_strict_httponly_cookie(
     assert page.url == locked_registry.base + "/ui/login"
     tab.goto("/ui/")
     assert page.url.startswith(locked_registry.base + "/ui/login")
+
+    # The cookie as it was before signing out, kept and sent again from another browser: revoked.
+    replay = open_tab(locked_registry.base)
+    replay.page.context.add_cookies([cookie])
+    replay.goto("/ui/agents?release=v1.1.0")
+    assert replay.page.url.startswith(locked_registry.base + "/ui/login?next=")
 
 
 # --- tasks and approvals -----------------------------------------------------------------

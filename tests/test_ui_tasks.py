@@ -5,6 +5,7 @@ tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from registry.serving.ui.tasks import AGENT_SERVICE_KEY
 from registry.settings import Settings
 from tests.redis_server import free_port
 from tests.servers import RegistryProcess
-from tests.test_ui import page
+from tests.test_ui import csrf, page
 from tests.test_ui_browser import CLI, SCRIPT, TOOLS
 
 
@@ -88,3 +89,40 @@ def test_closing_the_pool_closes_its_connection_and_the_next_page_opens_one(
     assert agents.connections_from(this) == set()
     page(ui, "/ui/tasks")
     assert len(agents.connections_from(this)) == 1 and first not in agents.connections_from(this)
+
+
+def run_to_the_action(ui: FlaskClient, task: str) -> str:
+    """Posts the first step of ``task`` in the UI; the task page, its action waiting."""
+    form = page(ui, f"/ui/tasks/{task}")
+    stepped = ui.post(f"/ui/tasks/{task}/steps", data={"csrf_token": csrf(form)})
+    assert stepped.status_code == 302, stepped.get_data(as_text=True)[:1000]
+    return page(ui, f"/ui/tasks/{task}")
+
+
+def test_a_task_page_shows_the_inputs_and_when_it_was_created(agents: AgentServer, ui: FlaskClient) -> None:
+    task = agents.create_task(pipeline_id=7, question="Why did it fail?")
+    text = page(ui, f"/ui/tasks/{task}")
+    inputs = re.search(r"<dt>Inputs</dt><dd>(.*?)</dd>", text, re.S)
+    assert inputs and "pipeline_id" in inputs.group(1) and "Why did it fail?" in inputs.group(1)
+    created = re.search(r'<dt>Created</dt><dd><time datetime="([^"]+)">([^<]+)</time>', text)
+    assert created and re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ", created.group(1)), created
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d:\d\d UTC", created.group(2))
+
+
+def test_a_step_counts_its_model_calls_in_the_singular_and_plural(agents: AgentServer, ui: FlaskClient) -> None:
+    text = run_to_the_action(ui, agents.create_task(pipeline_id=7, question="Why?"))
+    assert "1 model call" in text and "1 model calls" not in text
+
+
+def test_an_edit_decision_shows_the_arguments_it_ran_with(agents: AgentServer, ui: FlaskClient) -> None:
+    task = agents.create_task(pipeline_id=7, question="Why?")
+    form = run_to_the_action(ui, task)
+    decided = ui.post(
+        f"/ui/tasks/{task}/steps",
+        data={"csrf_token": csrf(form), "decision": "edit", "arguments": '{"pipeline_id": 8}'},
+    )
+    assert decided.status_code == 302, decided.get_data(as_text=True)[:1000]
+    text = page(ui, f"/ui/tasks/{task}")
+    assert "pipeline 8 failed in its lint job." in text
+    decision = re.search(r"<p>Decision: <strong>edit</strong>(.*?)</p>", text, re.S)
+    assert decision and "{&#34;pipeline_id&#34;: 8}" in decision.group(1), text

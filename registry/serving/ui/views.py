@@ -10,7 +10,9 @@ import json
 import secrets
 import shlex
 import weakref
+from collections import Counter
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,7 +21,7 @@ from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.wrappers import Response as BaseResponse
 
 from registry.errors import AgentServiceError, InvalidRequest, RegistryError
-from registry.format.diff import classify
+from registry.format.diff import AgentChange, classify
 from registry.models import close_matches, did_you_mean
 from registry.serving.api import SERVICE_KEY, SETTINGS_KEY
 from registry.serving.service import RegistryService
@@ -119,6 +121,29 @@ def page_globals() -> dict[str, Any]:
         "signed_in": security.signed_in_token() is not None,
         "login_required": security.login_required(settings()),
     }
+
+
+@bp.app_template_filter("counted")
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """``1 model call``, ``2 model calls``."""
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+@bp.app_template_filter("as_json")
+def as_json(value: Any, indent: int | None = None) -> str:
+    """JSON as a person reads it (the template escapes it; ``tojson`` would show ``\\u003c``)."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+@bp.app_template_filter("utc")
+def utc(moment: str, form: str = "%Y-%m-%d %H:%M:%S UTC") -> str:
+    """An ISO 8601 time in UTC, as ``2025-07-07 17:47:03 UTC`` (or ``form``);
+    the text as given when it is not one."""
+    try:
+        parsed = datetime.fromisoformat(moment)
+    except (TypeError, ValueError):
+        return str(moment)
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).strftime(form)
 
 
 @bp.errorhandler(RegistryError)
@@ -251,7 +276,7 @@ def _agent_page(
     if composite and graph is not None:
         svg = graph_svg(graph, href=lambda agent: _agent_url(agent, release), title=f"{usecase}/{name}")
     templates = [
-        {"role": role, "html": highlighted(source, "jinja"), "lines": source.count("\n") + 1}
+        {"role": role, "html": highlighted(source, "jinja"), "lines": len(source.splitlines()) or 1}
         for role, source in (definition.get("prompt_templates") or {}).items()
         if isinstance(source, str)
     ]
@@ -334,43 +359,49 @@ def _release() -> str | None:
 
 
 @bp.get("/diff")
-def diff() -> str:
+def diff() -> tuple[str, int]:
     source, target = request.args.get("from"), request.args.get("to")
     overview = service().releases()
     tags = [r.tag for r in overview.index.releases]
+    empty = {"tags": tags, "source": source, "target": target, "answer": None, "bump": None, "reasons": []}
     if not source or not target:
         if len(tags) < 2:
-            return render_template(
-                "diff.html", tags=tags, source=source, target=target, answer=None, bump=None, reasons=[]
-            )
+            return render_template("diff.html", **empty), 200
         source, target = source or tags[1], target or tags[0]
-    answer = service().compare(source, target)
+    try:
+        answer = service().compare(source, target)
+    except RegistryError as exc:
+        # The form again, with what was typed, to correct it.
+        return render_template("diff.html", **{**empty, "source": source, "target": target, "problem": exc}), exc.status
     bump, reasons = classify(answer.diff)
-    changes = []
-    for change in answer.diff.changes:
-        templates = []
-        before: dict[str, Any] = (change.definition_from or {}).get("prompt_templates") or {}
-        after: dict[str, Any] = (change.definition_to or {}).get("prompt_templates") or {}
-        for role in dict.fromkeys([*before, *after]):
-            templates.append(
-                {
-                    "role": role,
-                    "before": highlighted(str(before[role]), "jinja") if role in before else None,
-                    "after": highlighted(str(after[role]), "jinja") if role in after else None,
-                    "same": before.get(role) == after.get(role),
-                }
-            )
-        changes.append({"change": change, "templates": templates})
+    statuses = Counter(change.status for change in answer.diff.changes)
+    tally = [f"{statuses[s]} {s}" for s in ("added", "removed", "changed") if statuses[s]]
     return render_template(
         "diff.html",
         tags=tags,
         source=source,
         target=target,
         answer=answer,
-        changes=changes,
+        changes=[{"change": change, "templates": _template_pairs(change)} for change in answer.diff.changes],
+        tally=", ".join([*tally, f"{answer.diff.unchanged} unchanged"]),
         bump=bump,
         reasons=reasons,
-    )
+    ), 200
+
+
+def _template_pairs(change: AgentChange) -> list[dict[str, Any]]:
+    """Each template of a changed agent, highlighted before and after."""
+    before: dict[str, Any] = (change.definition_from or {}).get("prompt_templates") or {}
+    after: dict[str, Any] = (change.definition_to or {}).get("prompt_templates") or {}
+    return [
+        {
+            "role": role,
+            "before": highlighted(str(before[role]), "jinja") if role in before else None,
+            "after": highlighted(str(after[role]), "jinja") if role in after else None,
+            "same": before.get(role) == after.get(role),
+        }
+        for role in dict.fromkeys([*before, *after])
+    ]
 
 
 # --- tasks of the Agent Protocol service ---------------------------------------------------
