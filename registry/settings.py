@@ -43,7 +43,8 @@ import time.
     REGISTRY_AGENTS_MAX_ARTIFACT_BYTES 10485760         largest artifact a client may upload
     REGISTRY_AGENTS_REQUIRE_APPROVAL (none)             comma-separated tools that wait for the user's decision
     REGISTRY_AGENTS_URL             (none)              the Agent Protocol service the UI shows tasks of
-    REGISTRY_UI_SECRET              (random per start)  signs the UI's session cookie; give one to several replicas
+    REGISTRY_UI_SECRET              (random per start)  signs the UI's session cookie and keys the encryption of
+                                                        the token in it; give one to several replicas
     REGISTRY_UI_SECURE_COOKIE       false               send the session cookie over HTTPS only
 
 With neither a repository nor a worktree, ``create_app`` serves the bundled
