@@ -2,8 +2,10 @@
 
 ``prompt-registry agents serve`` runs it as a WSGI application of its own,
 next to the registry: ``app`` (wiring), ``api`` (the ``/ap/v1/agent``
-routes), ``service`` (what each request changes), ``states`` (every
-entity's state machine and who may move it), ``records`` and ``store``
+routes), ``service`` (what each request changes), ``requests`` (what a
+request may say, checked first), ``outputs`` (what a step answers),
+``states`` (every entity's state machine and who may move it), ``records``
+and ``store``
 (SQLite or PostgreSQL through SQLAlchemy, migrated by Alembic),
 ``server`` (gunicorn). See docs/agent-protocol.md.
 
