@@ -246,6 +246,23 @@ def test_approve_reject_and_edit_decide_a_pending_action(make: Any) -> None:
     step(http, task, expect=409, decision="approve")  # nothing pending, and the task is over
 
 
+def test_the_definition_alone_makes_a_tool_wait_for_a_decision(library: LibraryRepo, make: Any) -> None:
+    # x-requires-approval on the tool, and no require_approval given to the service.
+    marked = REACT.replace(
+        "    description: Looks a word up.\n", "    description: Looks a word up.\n    x-requires-approval: true\n"
+    )
+    assert marked != REACT
+    library.release("v1.1.0", {"a/marked.yml": marked})
+    replies = [{"content": ACTION}, {"when": "^Observation: ox means something$", "content": "Final Answer: an animal"}]
+    service = make(replies)
+    http = service.http()
+    task = create(http, "a/marked", release="v1.1.0", inputs={"question": "ox?"})["task_id"]
+    proposed = step(http, task)
+    assert proposed["additional_output"]["action"]["tool"] == "lookup" and service.calls == []
+    last = step(http, task, decision="approve")
+    assert (last["is_last"], last["output"]) == (True, "an animal") and service.calls == [{"word": "ox"}]
+
+
 # --- states ------------------------------------------------------------------------------
 
 
