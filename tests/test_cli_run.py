@@ -215,3 +215,16 @@ def test_the_summary_counts_a_call_that_got_no_answer(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.returncode == 1
     assert "· 1 model call (0 answered) ·" in result.stdout
+
+
+def test_a_model_map_that_matches_nothing_is_one_line_on_stderr(replies: Path) -> None:
+    result = run(
+        "run", "support/gated_answer", "--example", "--input", "question=refund?", "--model", f"scripted:{replies}",
+        "--model-map", "gpt4o=llama",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "gpt4o" in line]
+    assert line.endswith(
+        "model map gpt4o=llama (--model-map) matched no model the agents of support/gated_answer name"
+        " (claude-3-5-haiku-20241022)"
+    )

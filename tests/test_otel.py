@@ -7,8 +7,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from registry.executor import OpenAIChatModel
 from tests.conftest import LibraryRepo
 from tests.executor_fixtures import GATE_SCHEMA, executor_for, json_leaf, leaf
+from tests.test_openai_chat import _Answer, _completion_body, _HeaderServer
 
 GATED = """\
 name: Gated
@@ -53,4 +55,27 @@ def test_a_run_is_emitted_as_nested_spans_with_gen_ai_attributes(repo: LibraryRe
     assert spans["invoke_agent s/draft"].parent.span_id == spans["invoke_agent s/gated"].context.span_id  # type: ignore[union-attr]
     assert spans["run s/gated"].status.status_code == StatusCode.ERROR
     assert spans["run s/gated"].attributes["registry.release.tag"] == "v1.0.0"  # type: ignore[index]
+    provider.shutdown()
+
+
+def test_a_reply_from_another_model_than_the_one_asked_for_records_both(repo: LibraryRepo) -> None:
+    # llama.cpp's server answers whatever model name it is asked for with the one it serves.
+    repo.release("v1.0.0", {"s/draft.yml": leaf("drafter", "Draft: {{ question }}", question="string")})
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with _HeaderServer([_Answer(200, _completion_body("drafted"))]) as server:
+        model = OpenAIChatModel(base_url=server.base_url, api_key="k")
+        with executor_for(repo.path, model, tracer_provider=provider) as executor:
+            result = executor.run("s/draft", {"question": "q"})
+    [chat] = result.trace.spans("chat")
+    assert (chat.attributes["gen_ai.request.model"], chat.attributes["gen_ai.response.model"]) == ("test-model", "m")
+    [line] = [line for line in result.trace.as_text().splitlines() if "chat test-model" in line]
+    assert line.endswith('"drafted" (answered by m)')
+    [emitted] = [s for s in exporter.get_finished_spans() if s.name == "chat test-model"]
+    assert emitted.attributes is not None
+    assert (emitted.attributes["gen_ai.request.model"], emitted.attributes["gen_ai.response.model"]) == (
+        "test-model",
+        "m",
+    )
     provider.shutdown()

@@ -107,6 +107,10 @@ class RunResult:
     usage: Usage
     seconds: float
     trace: Trace
+    warnings: tuple[str, ...] = ()
+    """What went wrong without stopping the run: branch replies that did not
+    pass their parser, a model map that matched no model. Also logged, once
+    per executor, on the ``registry.executor`` logger."""
 
     @property
     def completed(self) -> bool:
@@ -135,6 +139,7 @@ class RunResult:
             "llm_replies": self.llm_replies,
             "usage": self.usage.as_dict(),
             "seconds": round(self.seconds, 6),
+            "warnings": list(self.warnings),
             "trace": self.trace.as_dict(),
         }
 
@@ -180,6 +185,7 @@ class Executor:
         self._thread: threading.Thread | None = None
         self._started_on: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._warned: set[str] = set()
 
     # --- async ---------------------------------------------------------------------------
 
@@ -247,26 +253,11 @@ class Executor:
         started = time.monotonic()
         name = reference(agent)
         root = root or self._root(agent)
-        totals = Totals()
-        ctx = RunContext(
-            model=self.model,
-            tools=self.toolbox,
-            retrievers=self.retrievers,
-            names=self.names,
-            agents={**agent.agents, name: agent},
-            release=agent.release,
-            budget=Budget(_UNLIMITED_CALLS, name),
-            totals=totals,
-            values=ValueCache(),
-            journal=journal,
-            control=control,
-            approvals=self.require_approval,
-        )
-        if self.run_timeout is not None:
-            ctx = ctx.narrowed(budget=ctx.budget, timeout=self.run_timeout)
+        ctx = self._context(agent, journal, control)
         outcome, output, data, error = COMPLETED, None, None, None
         try:
             self._check_bindings(ctx)
+            ctx.totals.warnings.extend(self._model_map_warnings(ctx, name))
             result = await run_agent(agent, inputs, ctx, root, history=history)
             output, data = result.text, result.data
             if result.parse_error is not None and agent.definition.get("output_parser", {}).get("type") == "json":
@@ -280,6 +271,7 @@ class Executor:
             root.fail(error)
         finally:
             root.end()
+        totals = ctx.totals
         root.set(
             **{
                 "registry.outcome": outcome,
@@ -287,6 +279,9 @@ class Executor:
                 "registry.llm_replies": totals.llm_replies,
             }
         )
+        if totals.warnings:
+            root.set(**{"registry.warnings": list(totals.warnings)})
+        self._log(totals.warnings)
         trace = Trace(root)
         emit(trace, self.tracer_provider)
         return RunResult(
@@ -302,7 +297,53 @@ class Executor:
             usage=totals.usage(),
             seconds=time.monotonic() - started,
             trace=trace,
+            warnings=tuple(totals.warnings),
         )
+
+    def _context(self, agent: Agent, journal: Journal | None, control: StepControl | None) -> RunContext:
+        name = reference(agent)
+        ctx = RunContext(
+            model=self.model,
+            tools=self.toolbox,
+            retrievers=self.retrievers,
+            names=self.names,
+            agents={**agent.agents, name: agent},
+            release=agent.release,
+            budget=Budget(_UNLIMITED_CALLS, name),
+            totals=Totals(),
+            values=ValueCache(),
+            journal=journal,
+            control=control,
+            approvals=self.require_approval,
+        )
+        if self.run_timeout is not None:
+            ctx = ctx.narrowed(budget=ctx.budget, timeout=self.run_timeout)
+        return ctx
+
+    def _model_map_warnings(self, ctx: RunContext, name: str) -> list[str]:
+        """A line on the entries of ``model_map`` that no agent of the run names."""
+        mapping, override = self.names.mapping, self.names.override
+        named = sorted(
+            {
+                str(m.definition["model"]["name"])
+                for m in ctx.agents.values()
+                if (m.definition.get("model") or {}).get("name")
+            }
+        )
+        unused = [f"{source}={target}" for source, target in mapping.items() if override or source not in named]
+        if not unused:
+            return []
+        entries = f"model map {', '.join(unused)} (--model-map)"
+        if override:
+            return [f"{entries} is not used: the model name {override!r} (--model-name) is sent for every call"]
+        return [f"{entries} matched no model the agents of {name} name ({', '.join(named) or 'none'})"]
+
+    def _log(self, warnings: Sequence[str]) -> None:
+        """Log each warning once per executor: a service runs the same agents again and again."""
+        for warning in warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                log.warning("%s", warning)
 
     def _root(self, agent: Agent) -> Span:
         return Span(

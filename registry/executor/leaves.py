@@ -213,7 +213,8 @@ class _Loop:
         if isinstance(parsed, FinalAnswer):
             return AgentOutput(reply.content, parsed.data)
         observation = parsed.observation if isinstance(parsed, ParseError) else "not a final answer"
-        return AgentOutput(reply.content, None, parse_error=observation)
+        reason = parsed.reason if isinstance(parsed, ParseError) else "not_final_answer"
+        return AgentOutput(reply.content, None, parse_error=observation, parse_reason=reason)
 
     def _parse(self, text: str) -> FinalAnswer | ToolCall | ParseError:
         parsed = self.agent.parse(text)
@@ -362,7 +363,10 @@ class _Loop:
             else:
                 observation = parsed.observation
             if number == limit:
-                raise Exhausted(f"{self.name} gave no final answer in {limit} model calls (max_iterations {limit})")
+                raise Exhausted(
+                    f"{self.name} gave no final answer in {limit} model calls (max_iterations {limit})",
+                    output=reply.content or None,
+                )
             messages.append({"role": "assistant", "content": reply.content})
             messages.append({"role": "user", "content": _observation(parser_type, observation)})
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

@@ -15,7 +15,9 @@ checked by the called agent against its own ``inputs``. A composite's
 - ``parallel``: ``vote`` (one branch ``n`` times), ``section`` (different
   branches), ``map`` (one branch per chunk of a list), at most
   ``max_concurrency`` at a time (default 4); the first branch that stops the
-  run cancels the others; ``aggregate`` makes one result.
+  run cancels the others; ``aggregate`` makes one result. When no branch's
+  reply passed its parser the run fails; when some did not, the run's
+  warnings name them.
 - ``evaluator_optimizer``: generator then evaluator, until a candidate passes
   or ``max_iterations`` rounds.
 """
@@ -105,6 +107,12 @@ class _Composite:
                 )
             except asyncio.TimeoutError:
                 raise Exhausted(f"{self.name} did not finish within its time limit (limits.timeout)") from None
+            except Exhausted as stop:
+                if stop.output is None:
+                    raise
+                # A step's unfinished reply is never the composite's answer: it
+                # would pass round the gates and evaluators that come after it.
+                raise Exhausted(stop.message) from stop
             span.set(**{"registry.output": output.text})
             return output
 
@@ -190,7 +198,24 @@ class _Composite:
         outputs = await _bounded(
             [partial(self._call, spec, variables, label, span) for spec, variables, label in runs], limit
         )
+        self._check_valid([label for _, _, label in runs], outputs, span)
         return await self._aggregate(inputs, outputs, span)
+
+    def _check_valid(self, labels: list[str], outputs: list[AgentOutput], span: Span) -> None:
+        """Fail when no branch's reply passed its parser; record the branches whose reply did not."""
+        invalid = [
+            (label, output) for label, output in zip(labels, outputs, strict=True) if output.parse_error is not None
+        ]
+        if not invalid:
+            return
+        if len(invalid) == len(outputs):
+            raise Failed(f"{self.name}: {_none_valid(invalid)}")
+        names = [label for label, _ in invalid]
+        span.set(**{"registry.parallel.invalid": names})
+        self.ctx.totals.warnings.append(
+            f"{self.name}: {len(invalid)} of {len(outputs)} branch replies did not pass their parser"
+            f" ({', '.join(names)}): {shorten(invalid[0][1].parse_error, 200)}"
+        )
 
     def _chunks(self, inputs: dict[str, Any], span: Span) -> list[tuple[Mapping[str, Any], dict[str, Any], str]]:
         over = self.ctx.values.evaluate(str(self.pattern["over"]), {"inputs": inputs}, what=f"{self.name}: over")
@@ -273,12 +298,27 @@ def _majority(outputs: list[AgentOutput], field: Any, span: Span) -> AgentOutput
     keys = [key(o) for o in outputs]
     counts = Counter(k for k in keys if k is not None)
     if not counts:
-        raise Failed(f"no output has the field {field!r} to vote on (aggregate majority)")
+        raise Failed(f"none of the {len(outputs)} replies has the field {field!r} to vote on (aggregate majority)")
     best = max(counts.values())
     # Ties go to the value given first, so the result never depends on timing.
     winner = next(k for k in keys if k is not None and counts[k] == best)
     span.set(**{"registry.decision": f"{best} of {len(outputs)} agree", "registry.aggregate.votes": dict(counts)})
     return outputs[keys.index(winner)]
+
+
+def _none_valid(invalid: list[tuple[str, AgentOutput]]) -> str:
+    """What every branch's reply had wrong, in one line, with the first one's details."""
+    count = len(invalid)
+    not_json = sum(1 for _, output in invalid if output.parse_reason == "invalid_json")
+    replies = "the reply" if count == 1 else f"none of the {count} replies"
+    if not_json == count:
+        what = "was not JSON" if count == 1 else "was JSON"
+    elif not_json == 0:
+        what = "did not fit its output_schema" if count == 1 else "fit its branch's output_schema"
+    else:
+        what = f"passed its parser ({not_json} not JSON, {count - not_json} not fitting the output_schema)"
+    label, first = invalid[0]
+    return f"{replies} {what}; {label}: {shorten(first.parse_error, 200)}"
 
 
 async def _bounded(calls: Sequence[Callable[[], Awaitable[AgentOutput]]], limit: int) -> list[AgentOutput]:

@@ -99,6 +99,8 @@ class Totals:
     input_tokens: int = 0
     output_tokens: int = 0
     reported: bool = False
+    warnings: list[str] = field(default_factory=list)
+    """What went wrong without stopping the run, for its result to say."""
 
     def replied(self, usage: Usage | None) -> None:
         self.llm_replies += 1
@@ -145,6 +147,8 @@ class AgentOutput:
     data: Any = None
     parse_error: str | None = None
     """Why the reply did not parse, for an agent whose parser can refuse it."""
+    parse_reason: str | None = None
+    """The parser's id for it: ``invalid_json``, ``schema_mismatch``..."""
 
     def require_data(self, agent: str, purpose: str) -> Any:
         if self.parse_error is not None:
