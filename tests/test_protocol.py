@@ -24,7 +24,7 @@ from registry.protocol.states import TRANSITIONS
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
+from tests.executor_fixtures import CLASSIFIER_LEAF, GATE_SCHEMA, json_leaf, leaf, vote_composite
 from tests.test_executor import REACT
 
 TOKEN_A = "token-a-0123456789abcdef"
@@ -244,6 +244,24 @@ def test_approve_reject_and_edit_decide_a_pending_action(make: Any) -> None:
     actions = http.get(f"/ap/v1/agent/tasks/{task}/actions").get_json()["actions"]
     assert [a["status"] for a in actions] == ["rejected", "edited", "approved"]
     step(http, task, expect=409, decision="approve")  # nothing pending, and the task is over
+
+
+def test_the_last_step_names_branch_replies_that_did_not_pass_their_parser(library: LibraryRepo, make: Any) -> None:
+    library.release(
+        "v1.1.0", {"s/classify.yml": CLASSIFIER_LEAF, "s/vote.yml": vote_composite("s/classify", n=3, concurrency=3)}
+    )
+    replies = [{"content": '{"label": "tech"}'}, {"content": "tech, I think"}, {"content": '{"label": "tech"}'}]
+    http = make(replies).http()
+    task = create(http, "s/vote", inputs={"question": "q"})["task_id"]
+    taken = [step(http, task)]
+    while not taken[-1]["is_last"]:
+        assert len(taken) < 5, "the vote does not end"
+        taken.append(step(http, task))
+    state = taken[-1]["additional_output"]
+    assert state["outcome"] == "completed" and not any("warnings" in s["additional_output"] for s in taken[:-1])
+    assert sum(s["additional_output"]["llm_calls"] for s in taken) == 3
+    [warning] = state["warnings"]
+    assert "1 of 3 branch replies did not pass their parser" in warning
 
 
 def test_the_definition_alone_makes_a_tool_wait_for_a_decision(library: LibraryRepo, make: Any) -> None:

@@ -76,7 +76,7 @@ def test_a_failed_model_call_fails_the_step_and_the_next_step_retries_it_without
         assert step(http, task)["output"] == "drafted"
         failed = step(http, task)
         state = failed["additional_output"]
-        assert (failed["is_last"], state["state"], state["llm_calls"]) == (False, "failed", 0)
+        assert (failed["is_last"], state["state"], state["llm_calls"], state["llm_replies"]) == (False, "failed", 1, 0)
         assert "the model call for s/gate failed" in state["error"] and "post a new step" in state["error"]
         assert status_of(http, task) == "waiting_for_input"
         last = step(http, task)

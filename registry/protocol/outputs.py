@@ -36,15 +36,21 @@ def action_json(action: ActionRecord) -> dict[str, Any]:
 def step_output(task: TaskRecord, trace: Trace) -> dict[str, Any]:
     """What every step answers in ``additional_output``: the agent and
     release, the model calls this step made and their usage, the trace so far."""
-    # The model calls this step made: not replayed, and answered (a call
-    # the step ended on, parked for the next step, has no reply).
-    live = [
-        s for s in trace.spans("chat") if "registry.reply" in s.attributes and not s.attributes.get("registry.replayed")
+    # The model calls this step made (not replayed), as the executor counts
+    # them: each call made, answered or failed, against the budget, and the
+    # answered ones apart. A call the step ended on, parked for the next
+    # step, was not made.
+    made = [
+        s
+        for s in trace.spans("chat")
+        if not s.attributes.get("registry.replayed") and ("registry.reply" in s.attributes or s.status == "error")
     ]
+    live = [s for s in made if "registry.reply" in s.attributes]
     return {
         "agent": task.agent,
         "release": {"tag": task.release_tag, "commit": task.release_commit},
-        "llm_calls": len(live),
+        "llm_calls": len(made),
+        "llm_replies": len(live),
         "usage": {
             "input_tokens": sum(s.attributes.get("gen_ai.usage.input_tokens") or 0 for s in live),
             "output_tokens": sum(s.attributes.get("gen_ai.usage.output_tokens") or 0 for s in live),

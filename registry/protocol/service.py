@@ -349,6 +349,9 @@ class TaskService:
             additional["outcome"] = run.outcome
             if run.error:
                 additional["error"] = run.error
+            if run.warnings:
+                # Branches whose replies did not fit their schema, model maps that matched nothing.
+                additional["warnings"] = list(run.warnings)
             event = "complete" if run.outcome in ("completed", "blocked") else "fail"
             finished_task = replace(
                 task,
