@@ -491,6 +491,14 @@ class Executor:
         )
         return future.result()
 
+    def start(self) -> None:
+        """Start the tool providers (MCP servers) now, on the loop ``run``
+        and ``step`` use, rather than at the first run: their tools are then
+        known to ``toolbox.bound``, so a service can refuse an agent whose
+        tools nothing binds before running it. Raises ``ConfigurationError``
+        when a provider cannot start."""
+        asyncio.run_coroutine_threadsafe(self._start(), self._own_loop()).result()
+
     def close(self) -> None:
         """Close what ``run`` opened: providers, the model, the loop's thread."""
         loop = self._loop

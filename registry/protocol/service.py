@@ -15,7 +15,6 @@ tokens see every task.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -538,12 +537,9 @@ class TaskService:
         """Refuse a task whose tools or retrievers nothing binds (422), before
         its first step would fail on them."""
         executor = self.executor
-        # An MCP server's tools are known once its session has started, on the
-        # loop the executor's steps run on; the executor has no public way to
-        # start them before its first step yet.
-        started = asyncio.run_coroutine_threadsafe(executor._start(), executor._own_loop())
+        # An MCP server's tools are known once its session has started.
         try:
-            started.result()
+            executor.start()
         except ConfigurationError as exc:
             raise unprocessable(f"the tools of this service cannot start: {exc.detail}", "/additional_input") from exc
         check_bound(agent, executor.toolbox.bound, executor.retrievers)
