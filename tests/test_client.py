@@ -41,7 +41,7 @@ from registry.format.bundle import Bundle
 from registry.format.inputschema import MAX_VALIDATED_DEPTH, measure
 from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
-from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app
+from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app, schema_says
 from tests.redis_server import free_port
 from tests.servers import CLI, RegistryProcess, clean_environment
 
@@ -207,7 +207,7 @@ def test_input_errors_say_what_is_wrong_for_which_agent_at_which_release(transpo
     with pytest.raises(InvalidInputs) as several:
         client.render("chat", "with_rules", {"question": 3})
     assert str(several.value) == (
-        "/question: 3 is not of type 'string', and 1 more problem (chat/with_rules at v1.1.0)"
+        f"/question: {schema_says({'type': 'string'}, 3)}, and 1 more problem (chat/with_rules at v1.1.0)"
     )
     # A range is named by the release it resolved to.
     with pytest.raises(InvalidInputs) as ranged:

@@ -15,7 +15,7 @@ import pytest
 from registry.agents.parsers import FinalAnswer, OutputParser, ParseError, ToolCall
 from registry.client import RegistryClient
 from registry.settings import Settings
-from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app
+from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app, schema_says
 from tests.servers import CLI, clean_environment
 
 TOOLS = [
@@ -281,7 +281,7 @@ def test_observations_tell_the_model_what_to_fix() -> None:
     assert isinstance(result, ParseError)
     assert (
         result.observation
-        == "The arguments for 'get_issue' do not fit its parameters: /id: '7' is not of type 'integer'."
+        == f"The arguments for 'get_issue' do not fit its parameters: /id: {schema_says({'type': 'integer'}, '7')}."
     )
 
 
@@ -434,8 +434,11 @@ def test_parse_endpoint_hostile_bodies(agents_repo: LibraryRepo) -> None:
             "tools: [{name: a, description: A., parameters: {type: object, properties: {x: {type: strng}}}}]\n",
             "tool parameters is not a valid JSON Schema",
         ),
-        ("tools: [{name: 'bad name', description: A., parameters: {type: object}}]\n", "does not match"),
-        ("max_iterations: 51\ntype: react\n", "51 is greater than the maximum of 50"),
+        (
+            "tools: [{name: 'bad name', description: A., parameters: {type: object}}]\n",
+            schema_says({"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"}, "bad name"),
+        ),
+        ("max_iterations: 51\ntype: react\n", schema_says({"maximum": 50}, 51)),
     ],
 )
 def test_type_rules_are_checked_at_load(repo: LibraryRepo, extra: str, message: str) -> None:
