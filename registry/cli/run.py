@@ -142,8 +142,6 @@ def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Call
     """Run one agent and print its outcome; the exit code follows the outcome."""
     from registry.executor import Executor
 
-    # One line per model request is the trace's job, not the log's.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     for name, value in (("--timeout", args.timeout), ("--tool-timeout", args.tool_timeout)):
         if value is not None and not 0 < value <= 86400:
             raise ConfigurationError(f"{name} must be more than 0 and at most 86400 seconds")
