@@ -193,29 +193,55 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
 
 
 def _check_event_stream(text: str, limits: YamlLimits) -> None:
+    read = _EventsRead()
     try:
-        _count_events(text, limits, _DefinitionLoader)
-    except yaml.MarkedYAMLError:
-        if _BaseLoader is yaml.SafeLoader:
+        _count_events(text, limits, _DefinitionLoader, read)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        end = len(text) if mark is None else min(len(text), mark.index + 1)
+        if _BaseLoader is yaml.SafeLoader or read.depth + _most_levels(text, read.end, end) <= limits.max_depth:
             raise
-        # Raises our own limit's error if the document breaks it before the
-        # syntax error; else the same syntax error, as PyYAML words it.
-        _count_events(text, limits, _PythonEventLoader)
+        # libyaml stopped deeper than the events it gave: what it read,
+        # through the Python parser, raises our own limit's error if it
+        # breaks it; else the syntax error stands, as libyaml words it.
+        try:
+            _count_events(text[:end], limits, _PythonEventLoader, _EventsRead())
+        except yaml.YAMLError:
+            pass  # the part ends mid-document; its own syntax error says nothing new
         raise
 
 
-def _count_events(text: str, limits: YamlLimits, loader: type[Any]) -> None:
-    depth = events = 0
+@dataclass
+class _EventsRead:
+    """How deep the events read so far go, and where the last one ends."""
+
+    depth: int = 0
+    end: int = 0
+
+
+def _most_levels(text: str, start: int, end: int) -> int:
+    """An upper bound of the levels ``text[start:end]`` can open: every level
+    starts at a bracket, a line, or a block indicator (which may open a
+    sequence and a mapping on one line). libyaml's scanner reads ahead of its
+    events only so far, so this part is short but where a document is deep."""
+    indicators = text.count("-", start, end) + text.count("?", start, end)
+    brackets = text.count("[", start, end) + text.count("{", start, end)
+    return 1 + brackets + text.count("\n", start, end) + 2 * indicators
+
+
+def _count_events(text: str, limits: YamlLimits, loader: type[Any], read: _EventsRead) -> None:
+    events = 0
     for event in yaml.parse(text, Loader=loader):
         events += 1
         if events > limits.max_events:
             raise YamlError([_issue(f"document has more than {limits.max_events} YAML events", event.start_mark)])
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > limits.max_depth:
+            read.depth += 1
+            if read.depth > limits.max_depth:
                 raise YamlError([_issue(f"nesting is deeper than {limits.max_depth} levels", event.start_mark)])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
+            read.depth -= 1
+        read.end = event.end_mark.index
 
 
 def _measure(root: yaml.Node, limits: YamlLimits) -> None:
