@@ -241,7 +241,7 @@ def _count_events(text: str, limits: YamlLimits, loader: type[Any], read: _Event
                 raise YamlError([_issue(f"nesting is deeper than {limits.max_depth} levels", event.start_mark)])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             read.depth -= 1
-        read.end = event.end_mark.index
+        read.end = event.end_mark.index if event.end_mark is not None else read.end
 
 
 def _measure(root: yaml.Node, limits: YamlLimits) -> None:
