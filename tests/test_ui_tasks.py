@@ -126,3 +126,22 @@ def test_an_edit_decision_shows_the_arguments_it_ran_with(agents: AgentServer, u
     assert "pipeline 8 failed in its lint job." in text
     decision = re.search(r"<p>Decision: <strong>edit</strong>(.*?)</p>", text, re.S)
     assert decision and "{&#34;pipeline_id&#34;: 8}" in decision.group(1), text
+
+
+@pytest.mark.parametrize(
+    ("decision", "ran"),
+    [("approve", "pipeline 7 failed in its lint job."), ("reject", "I did not look at the jobs, as asked.")],
+)
+def test_an_approve_or_reject_decision_never_shows_the_arguments_it_was_sent(
+    agents: AgentServer, ui: FlaskClient, decision: str, ran: str
+) -> None:
+    task = agents.create_task(pipeline_id=7, question="Why?")
+    run_to_the_action(ui, task)
+    # The protocol takes ``arguments`` beside any decision, and ignores them unless it is an edit.
+    additional = {"decision": decision, "arguments": {"pipeline_id": 99}, "reason": "do not read the jobs"}
+    stepped = httpx.post(f"{agents.base}/ap/v1/agent/tasks/{task}/steps", json={"additional_input": additional})
+    assert stepped.status_code == 200, stepped.text
+    text = page(ui, f"/ui/tasks/{task}")
+    assert ran in text
+    shown = re.search(rf"<p>Decision: <strong>{decision}</strong>(.*?)</p>", text, re.S)
+    assert shown and "arguments" not in shown.group(1) and "99" not in shown.group(1), text
