@@ -388,3 +388,26 @@ def test_the_description_names_the_server_and_hides_credentials() -> None:
 def test_a_target_that_is_no_command_is_a_configuration_error(target: str) -> None:
     with pytest.raises(ConfigurationError, match="^--mcp docs: "):
         McpTools("docs", target)
+
+
+def down_the_first_time(marker: Path) -> str:
+    """A command that exits with status 3 the first time it runs, and runs the test server after."""
+    script = f"test -e {shlex.quote(str(marker))} || {{ touch {shlex.quote(str(marker))}; echo down >&2; exit 3; }}"
+    return f"sh -c {shlex.quote(f'{script}; exec {STDIO}')}"
+
+
+def test_a_server_that_failed_to_start_starts_when_started_again(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        tools = McpTools("docs", down_the_first_time(tmp_path / "tried"))
+        try:
+            with pytest.raises(ConfigurationError, match="exited with status 3 before it was ready"):
+                await tools.start()
+            await tools.start()
+            assert set(tools.names()) == TOOLS
+            assert await tools.call("echo", {"text": "again"}) == "again"
+            with pytest.raises(RuntimeError, match="started already"):
+                await tools.start()
+        finally:
+            await tools.aclose()
+
+    asyncio.run(scenario())

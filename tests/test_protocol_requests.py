@@ -9,12 +9,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from flask.testing import FlaskClient
 
+from registry.client import RegistryClient
+from registry.executor import Executor, ScriptedModel
+from registry.executor.mcp_tools import McpTools
+from registry.protocol.app import create_app
+from registry.serving.app import create_app as create_registry_app
+from registry.settings import Settings
 from tests.conftest import LibraryRepo
 from tests.executor_fixtures import leaf
 from tests.test_executor import REACT
+from tests.test_mcp_tools import down_the_first_time
 from tests.test_protocol import Service, create, step
 
 ASKS = """\
@@ -142,3 +150,28 @@ def test_a_task_whose_retriever_nothing_binds_is_refused_at_creation(services: A
 def test_a_task_whose_tools_are_bound_is_created(services: Any) -> None:
     http = services([])
     assert create(http, "a/asks", inputs={"question": "q"})["status"] == "created"
+
+
+def test_tools_that_cannot_start_are_the_services_fault_and_are_tried_again(
+    library: LibraryRepo, tmp_path: Path
+) -> None:
+    registry_app = create_registry_app(Settings(repo=str(library.path)))
+    client = RegistryClient("http://registry.test", transport=httpx.WSGITransport(app=registry_app), timeout=30)
+    server = McpTools("lookup", down_the_first_time(tmp_path / "tried"))
+    executor = Executor(model=ScriptedModel.from_replies([], source="the test"), registry=client, tools=[server])
+    app = create_app(Settings(data_dir=str(tmp_path / "data")), executor=executor, registry=client)
+    try:
+        http = app.test_client()
+        body = {"additional_input": {"agent": "s/draft", "inputs": {"question": "q"}}}
+        down = http.post("/ap/v1/agent/tasks", json=body)
+        problem = down.get_json()
+        assert down.status_code == 503 and problem["type"] == "/problems/not-ready", problem
+        said = "the tools of this service cannot start now: --mcp lookup: the server exited with status 3"
+        assert said in problem["detail"]
+        assert no_tasks(http)
+        assert http.post("/ap/v1/agent/tasks", json=body).status_code == 200
+    finally:
+        app.extensions["agent_protocol.close"]()
+        executor.close()
+        client.close()
+        registry_app.extensions["prompt_registry.service"].close()

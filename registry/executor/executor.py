@@ -236,9 +236,11 @@ class Executor:
         loop = asyncio.get_running_loop()
         if self._started_on is None:
             self._started_on = loop
-            await self.toolbox.start()
         elif self._started_on is not loop:
             raise ConfigurationError("an Executor serves one event loop: use run() or arun(), not both")
+        # Every caller awaits the one shared start: a second caller that came
+        # while the first was starting must not run before the tools are bound.
+        await self.toolbox.start()
 
     async def _run(
         self,
@@ -496,7 +498,9 @@ class Executor:
         and ``step`` use, rather than at the first run: their tools are then
         known to ``toolbox.bound``, so a service can refuse an agent whose
         tools nothing binds before running it. Raises ``ConfigurationError``
-        when a provider cannot start."""
+        when a provider cannot start; the next call (or run) tries it again.
+        Calls from several threads share one start: each returns once every
+        tool is bound."""
         asyncio.run_coroutine_threadsafe(self._start(), self._own_loop()).result()
 
     def close(self) -> None:

@@ -113,18 +113,38 @@ class McpTools:
         self._failure: str | None = None
         self._process: anyio.abc.Process | None = None
         self._stderr: _StderrTail | None = None
+        self._start_failed = False
 
     async def start(self) -> None:
         """Connect, initialize and list the server's tools. Raises
         ``ConfigurationError`` (one line) when the command cannot start or
         exits, the URL refuses or fails, or the server does not answer within
-        ``connect_timeout`` seconds."""
+        ``connect_timeout`` seconds. After such a failure it may be called
+        again (the server may be up by then)."""
+        if self._start_failed and self._task is not None and not self._closing.is_set():
+            await _finished(self._task, _EXIT_WAIT)
+            self._forget_failed_start()
         if self._task is not None:
             raise RuntimeError(f"{self.description} is started already")
         self._scope = anyio.CancelScope()
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._hold_connection(self._scope, ready), name=self.description)
-        await ready
+        try:
+            await ready
+        except ConfigurationError:
+            self._start_failed = True
+            raise
+
+    def _forget_failed_start(self) -> None:
+        """Back to as constructed, but for the connection task that ended."""
+        self._start_failed = False
+        self._names = ()
+        self._task = None
+        self._scope = None
+        self._transport_open = False
+        self._failure = None
+        self._process = None
+        self._stderr = None
 
     def names(self) -> Collection[str]:
         return self._names

@@ -253,18 +253,29 @@ class ToolBox:
         self.timeout = timeout
         self.max_output = max_output
         self._by_name: dict[str, ToolProvider] = {}
-        self._started = False
+        self._up = 0
+        """How many providers, in order, have started."""
+        self._starting: asyncio.Lock | None = None
         self._schemas: dict[tuple[str, str], InputsSchema] = {}
 
     async def start(self) -> None:
-        """Start every provider (once); the first to claim a name keeps it."""
-        if self._started:
+        """Start every provider, in order; the first to claim a name keeps it.
+
+        Callers share one start: one that comes while another is starting
+        waits for it, so no caller returns before every tool is bound. A
+        provider that fails to start (``ConfigurationError``) leaves the
+        ones before it started, and the next call tries it again."""
+        if self._up == len(self.providers):
             return
-        self._started = True
-        for provider in self.providers:
-            await provider.start()
-            for name in provider.names():
-                self._by_name.setdefault(name, provider)
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            while self._up < len(self.providers):
+                provider = self.providers[self._up]
+                await provider.start()
+                for name in provider.names():
+                    self._by_name.setdefault(name, provider)
+                self._up += 1
 
     async def aclose(self) -> None:
         for provider in self.providers:

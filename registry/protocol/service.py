@@ -37,6 +37,7 @@ from registry.errors import (
     InvalidInputs,
     InvalidRequest,
     InvalidState,
+    NotReady,
     PayloadTooLarge,
     RegistryError,
     ReleaseNotFound,
@@ -535,13 +536,15 @@ class TaskService:
 
     def _check_bound(self, agent: Agent) -> None:
         """Refuse a task whose tools or retrievers nothing binds (422), before
-        its first step would fail on them."""
+        its first step would fail on them. A tool provider that cannot start
+        is the service's fault, not the request's: 503, and the next request
+        tries to start it again."""
         executor = self.executor
         # An MCP server's tools are known once its session has started.
         try:
             executor.start()
         except ConfigurationError as exc:
-            raise unprocessable(f"the tools of this service cannot start: {exc.detail}", "/additional_input") from exc
+            raise NotReady(f"the tools of this service cannot start now: {exc.detail}") from exc
         check_bound(agent, executor.toolbox.bound, executor.retrievers)
 
 
