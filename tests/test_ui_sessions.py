@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +23,10 @@ from registry.serving.app import create_app
 from registry.serving.ui.sessions import LIFETIME, DirectorySignedOut, UiSessions
 from registry.settings import Settings
 from tests.redis_server import RedisServer
+from tests.servers import CLI, clean_environment
 from tests.test_ui import csrf, page
 
+ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "ui-token-0123456789abcdef"
 COOKIE = "prompt_registry_ui"
 SECRET = "the-ui-secret-of-every-worker-0123456789"
@@ -78,6 +82,74 @@ def opens(client: FlaskClient) -> bool:
     response = client.get("/ui/agents")
     assert response.status_code in (200, 302)
     return response.status_code == 200
+
+
+@pytest.fixture
+def hostile_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary directory where another user (anyone) may write the UI's
+    directory, as on a shared machine; this process's ``tempfile`` uses it."""
+    directory = tmp_path / f"prompt-registry-ui-{os.getuid()}"
+    directory.mkdir()
+    directory.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_running_an_agent_does_not_depend_on_the_uis_temporary_directory(hostile_tmp: Path) -> None:
+    command = [CLI, "run", "support/gated_answer", "--example", "--input", "question=q"]
+    command += ["--model", "scripted:library/replies/gated_answer.yml"]
+    environment = {**clean_environment(), "TMPDIR": str(hostile_tmp), "REGISTRY_API_TOKENS": TOKEN}
+    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert list((hostile_tmp / f"prompt-registry-ui-{os.getuid()}").iterdir()) == []
+
+
+def test_the_sign_out_store_is_made_at_the_first_sign_in_not_with_the_app(
+    workers: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    app = workers()
+    client = app.test_client()
+    page(client, "/ui/login")
+    assert list(tmp_path.iterdir()) == []
+    value = signed_in(client)
+    assert (tmp_path / f"prompt-registry-ui-{os.getuid()}").is_dir()
+    sign_out(client)
+    assert not opens(with_cookie(app, value))
+
+
+def test_an_app_without_tokens_never_makes_a_sign_out_store(example: Path, hostile_tmp: Path) -> None:
+    app = create_app(Settings(repo=str(example), ui_secret=SECRET))
+    try:
+        client = app.test_client()
+        form = page(client, "/ui/agents/explain_code/snippet")
+        assert client.post("/ui/logout", data={"csrf_token": csrf(form)}).status_code == 302
+        assert list((hostile_tmp / f"prompt-registry-ui-{os.getuid()}").iterdir()) == []
+    finally:
+        app.extensions["prompt_registry.service"].close()
+
+
+@pytest.mark.parametrize("place", ["another user's temporary directory", "a data dir whose sign-outs are a file"])
+def test_a_sign_out_store_that_cannot_be_made_fails_only_signing_in_with_why(
+    workers: Any, hostile_tmp: Path, tmp_path_factory: pytest.TempPathFactory, place: str
+) -> None:
+    data = tmp_path_factory.mktemp("data")
+    unusable = data / "ui-signed-out"
+    unusable.write_text("not a directory", encoding="utf-8")
+    app = workers(**({"data_dir": str(data)} if place.startswith("a data dir") else {}))
+    answered = app.test_client().get("/v1/releases", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answered.status_code == 200
+    client = app.test_client()
+    form = page(client, "/ui/login")
+    refused = client.post("/ui/login", data={"csrf_token": csrf(form), "token": TOKEN})
+    assert refused.status_code == 503
+    assert "REGISTRY_DATA_DIR" in refused.get_data(as_text=True) or str(unusable) in refused.get_data(as_text=True)
+    assert not opens(client)
+    # A cookie another worker sealed, sent to this one: the login page, and a page that says why (not a 500).
+    value = signed_in(workers(data_dir=str(tmp_path_factory.mktemp("data"))).test_client())
+    assert with_cookie(app, value).get("/ui/login").status_code == 200
+    elsewhere = with_cookie(app, value).get("/ui/agents")
+    assert elsewhere.status_code == 503 and "Signing in is out of service" in elsewhere.get_data(as_text=True)
 
 
 def test_the_session_cookie_never_holds_the_token(workers: Any) -> None:

@@ -6,7 +6,10 @@ the forms that send anything, and a login whose session cookie
 When the registry has API tokens, every page needs one: the login form
 checks it against the same tokens as the API and seals it in the session;
 the pages then read what that token may read. Without tokens, the UI is as
-open as the API.
+open as the API, and has no sessions (nor a store of sign-outs) at all.
+
+Signing in, and opening or revoking a session, raise ``ConfigurationError``
+when the store of sign-outs cannot be used; the pages answer it with why.
 """
 
 from __future__ import annotations
@@ -74,9 +77,12 @@ def login_required(settings: Settings) -> bool:
 def signed_in_token() -> str | None:
     """The bearer token of the request's session, if it has one that still opens."""
     if "ui_token" not in g:
+        g.ui_token = None  # also what a page shows when the session cannot be opened
         sealed = session.get(_SEALED)
-        opened = _sessions().open(sealed) if isinstance(sealed, str) else None
-        g.ui_token = opened.token if opened is not None else None
+        sessions = _sessions()
+        if sessions is not None and isinstance(sealed, str):
+            opened = sessions.open(sealed)
+            g.ui_token = opened.token if opened is not None else None
     token: str | None = g.ui_token
     return token
 
@@ -88,10 +94,12 @@ def is_signed_in(settings: Settings) -> bool:
 
 def sign_in(token: str, settings: Settings) -> bool:
     """Seal ``token`` into a new session when it is one of the registry's."""
-    if not token_matches(token, settings.api_tokens + settings.admin_tokens):
+    sessions = _sessions()
+    if sessions is None or not token_matches(token, settings.api_tokens + settings.admin_tokens):
         return False
+    sealed = sessions.seal(token)
     session.clear()
-    session[_SEALED] = _sessions().seal(token)
+    session[_SEALED] = sealed
     g.pop("ui_token", None)
     return True
 
@@ -99,19 +107,22 @@ def sign_in(token: str, settings: Settings) -> bool:
 def sign_out() -> None:
     """End the session, and revoke it: the same cookie sent again opens nothing."""
     sealed = session.get(_SEALED)
-    if isinstance(sealed, str):
-        _sessions().revoke(sealed)
+    # The cookie goes even when the revocation below fails.
     session.clear()
     g.pop("ui_token", None)
+    sessions = _sessions()
+    if sessions is not None and isinstance(sealed, str):
+        sessions.revoke(sealed)
 
 
-def _sessions() -> UiSessions:
-    found: UiSessions = current_app.extensions[SESSIONS_KEY]
+def _sessions() -> UiSessions | None:
+    found: UiSessions | None = current_app.extensions[SESSIONS_KEY]
     return found
 
 
-def install(app: Flask, settings: Settings, *, secret: str, sessions: UiSessions) -> None:
-    """The session cookie's configuration (signed with ``secret``), and its sessions, for ``app``."""
+def install(app: Flask, settings: Settings, *, secret: str, sessions: UiSessions | None) -> None:
+    """The session cookie's configuration (signed with ``secret``), and its
+    sessions (None when the registry has no tokens to sign in with), for ``app``."""
     app.config.update(session_config(settings, secret))
     app.extensions[SESSIONS_KEY] = sessions
 

@@ -24,7 +24,13 @@ may receive the cookie (gunicorn's workers, and replicas behind one address):
   machine's workers share it; made readable by its owner only).
 
 Nothing else is kept on the server: sessions work across replicas with the
-same secret without any store, and only revocations need one.
+same secret without any store, and only revocations need one. That store is
+made when first needed (``LazySignedOut``), by the first sign-in or the first
+session to check, never with the application: a registry whose UI nobody
+signs in to (the one ``prompt-registry run`` serves in process, say) never
+makes one, and one that cannot be made (another user's directory, a
+read-only disk) fails signing in with a ``ConfigurationError`` that says why,
+and nothing else.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import re
 import secrets
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +74,9 @@ class SignedOut(Protocol):
 
     def __contains__(self, session_id: object) -> bool:
         """Whether ``session_id`` was signed out (and is still remembered)."""
+
+    def ready(self) -> None:
+        """Raise ``ConfigurationError`` when sign-outs cannot be kept here."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,9 @@ class RedisSignedOut:
             log.warning("cannot read UI sign-outs from Redis (%s: %s); letting the session in", type(exc).__name__, exc)
             return False
 
+    def ready(self) -> None:
+        """Always: Redis fails open, in each use."""
+
     def close(self) -> None:
         self.client.close()
 
@@ -116,8 +129,11 @@ class DirectorySignedOut:
     def add(self, session_id: str, *, seconds: int) -> None:
         if not _SESSION_ID.fullmatch(session_id):
             return
-        self._forget_expired()
-        (self.directory / session_id).touch()
+        try:
+            self._forget_expired()
+            (self.directory / session_id).touch()
+        except OSError as exc:
+            raise ConfigurationError(f"cannot record a UI sign-out in {self.directory}: {exc.strerror}") from exc
 
     def __contains__(self, session_id: object) -> bool:
         return (
@@ -135,8 +151,44 @@ class DirectorySignedOut:
             except FileNotFoundError:
                 continue  # another worker removed it first
 
+    def ready(self) -> None:
+        """Always: the directory was made with the store."""
+
     def close(self) -> None:
         """Nothing to close: files are opened only while used."""
+
+
+class LazySignedOut:
+    """The store ``make`` gives, made at its first use rather than at startup.
+
+    A store that cannot be made raises its ``ConfigurationError`` in that use,
+    and is tried again at the next (once the operator has fixed the cause)."""
+
+    def __init__(self, make: Callable[[], RedisSignedOut | DirectorySignedOut]) -> None:
+        self._make = make
+        self._store: RedisSignedOut | DirectorySignedOut | None = None
+        self._lock = threading.Lock()
+
+    def _made(self) -> RedisSignedOut | DirectorySignedOut:
+        with self._lock:
+            if self._store is None:
+                self._store = self._make()
+            return self._store
+
+    def add(self, session_id: str, *, seconds: int) -> None:
+        self._made().add(session_id, seconds=seconds)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._made()
+
+    def ready(self) -> None:
+        self._made().ready()
+
+    def close(self) -> None:
+        """Close the store, if it was ever made."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
 
 
 @dataclass(frozen=True)
@@ -163,7 +215,11 @@ class UiSessions:
         self._clock = clock
 
     def seal(self, token: str) -> str:
-        """A new session for ``token``, as the text the cookie keeps."""
+        """A new session for ``token``, as the text the cookie keeps.
+
+        ``ConfigurationError`` when sign-outs cannot be kept: a session that
+        could not be revoked is never made."""
+        self.signed_out.ready()
         payload = json.dumps({"sid": secrets.token_urlsafe(24), "token": token}).encode()
         return self._fernet.encrypt_at_time(payload, int(self._clock())).decode("ascii")
 
@@ -192,12 +248,19 @@ class UiSessions:
 
 
 def signed_out_store(settings: Settings) -> RedisSignedOut | DirectorySignedOut:
-    """Where the settings say signed-out sessions are remembered (see the module)."""
+    """Where the settings say signed-out sessions are remembered (see the
+    module); ``ConfigurationError`` when that place cannot be used."""
     if settings.redis_url:
         return RedisSignedOut(connect(settings.redis_url, timeout=settings.redis_timeout), prefix=settings.redis_prefix)
-    if settings.data_dir:
-        return DirectorySignedOut(Path(settings.data_dir) / "ui-signed-out")
-    return DirectorySignedOut(_private_directory(Path(tempfile.gettempdir()) / f"prompt-registry-ui-{os.getuid()}"))
+    try:
+        if settings.data_dir:
+            return DirectorySignedOut(Path(settings.data_dir) / "ui-signed-out")
+        return DirectorySignedOut(_private_directory(Path(tempfile.gettempdir()) / f"prompt-registry-ui-{os.getuid()}"))
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot keep the UI's sign-outs in {exc.filename}: {exc.strerror}; "
+            "set REGISTRY_DATA_DIR to a directory this user may write"
+        ) from exc
 
 
 def _private_directory(path: Path) -> Path:

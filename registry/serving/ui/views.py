@@ -7,12 +7,14 @@ they are made)."""
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import shlex
 import weakref
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,7 +22,7 @@ from flask import Blueprint, Flask, Response, current_app, g, redirect, render_t
 from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.wrappers import Response as BaseResponse
 
-from registry.errors import AgentServiceError, InvalidRequest, RegistryError
+from registry.errors import AgentServiceError, ConfigurationError, InvalidRequest, RegistryError
 from registry.format.diff import AgentChange, classify
 from registry.models import close_matches, did_you_mean
 from registry.serving.api import SERVICE_KEY, SETTINGS_KEY
@@ -29,9 +31,10 @@ from registry.serving.ui import security, tasks
 from registry.serving.ui.forms import Field, FormError, form_fields, inputs_from_form
 from registry.serving.ui.graphsvg import graph_svg
 from registry.serving.ui.highlight import highlighted, pygments_css
-from registry.serving.ui.sessions import UiSessions, signed_out_store
+from registry.serving.ui.sessions import LazySignedOut, UiSessions, signed_out_store
 from registry.settings import Settings
 
+log = logging.getLogger(__name__)
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static")
 
 _KINDS = {"vanilla": "vanilla", "tool_calling": "tool calling", "rag": "retrieval (rag)", "react": "ReAct"}
@@ -41,9 +44,13 @@ def install(app: Flask, settings: Settings) -> None:
     """Add the UI to ``app``: its sessions, its client of the Agent Protocol service, its pages."""
     # One secret signs the cookie and keys the sealing of the token in it.
     secret = settings.ui_secret or secrets.token_urlsafe(32)
-    signed_out = signed_out_store(settings)
-    weakref.finalize(app, signed_out.close)
-    security.install(app, settings, secret=secret, sessions=UiSessions(secret, signed_out))
+    sessions = None
+    if security.login_required(settings):
+        # Made at the first sign-in: an app whose UI nobody uses never needs it.
+        signed_out = LazySignedOut(partial(signed_out_store, settings))
+        weakref.finalize(app, signed_out.close)
+        sessions = UiSessions(secret, signed_out)
+    security.install(app, settings, secret=secret, sessions=sessions)
     tasks.install(app, settings)
     app.register_blueprint(bp)
 
@@ -86,12 +93,17 @@ def known_parameters() -> None:
 
 
 @bp.before_request
-def signed_in() -> BaseResponse | None:
+def signed_in() -> BaseResponse | tuple[str, int] | None:
     """Pages need a signed-in token when the registry has tokens."""
     g.login_required = security.login_required(settings())
     open_routes = ("ui.login", "ui.static", "ui.stylesheet")
-    if g.login_required and request.endpoint not in open_routes and not security.is_signed_in(settings()):
-        return redirect(url_for("ui.login", next=request.full_path if request.method == "GET" else None))
+    if g.login_required and request.endpoint not in open_routes:
+        try:
+            signed = security.is_signed_in(settings())
+        except ConfigurationError as exc:
+            return _cannot_sign_in(exc)
+        if not signed:
+            return redirect(url_for("ui.login", next=request.full_path if request.method == "GET" else None))
     if request.method == "POST" and request.endpoint != "ui.login":
         security.check_csrf()
     return None
@@ -118,9 +130,16 @@ def page_globals() -> dict[str, Any]:
         "csrf_token": security.csrf_token,
         "csrf_field": security.CSRF_FIELD,
         "tasks_enabled": bool(settings().agents_url),
-        "signed_in": security.signed_in_token() is not None,
+        "signed_in": _shows_signed_in(),
         "login_required": security.login_required(settings()),
     }
+
+
+def _shows_signed_in() -> bool:
+    try:
+        return security.signed_in_token() is not None
+    except ConfigurationError:
+        return False  # signing in, or any page behind it, says why
 
 
 @bp.app_template_filter("counted")
@@ -174,7 +193,11 @@ def login() -> Any:
     next_page = _local(request.values.get("next"))
     if request.method == "POST":
         security.check_csrf()
-        if security.sign_in(request.form.get("token", ""), settings()):
+        try:
+            accepted = security.sign_in(request.form.get("token", ""), settings())
+        except ConfigurationError as exc:
+            return _cannot_sign_in(exc)
+        if accepted:
             return redirect(next_page or url_for("ui.releases"))
         return render_template("login.html", error="That token is not one of this registry's.", next=next_page), 401
     return render_template("login.html", error=None, next=next_page)
@@ -182,8 +205,19 @@ def login() -> Any:
 
 @bp.post("/logout")
 def logout() -> Any:
-    security.sign_out()
+    try:
+        security.sign_out()
+    except ConfigurationError as exc:
+        return _cannot_sign_in(exc)
     return redirect(url_for("ui.login") if security.login_required(settings()) else url_for("ui.releases"))
+
+
+def _cannot_sign_in(problem: ConfigurationError) -> tuple[str, int]:
+    """The page for sessions that cannot be kept: only signing in is out of
+    service, so it is a 503 that says why, not the 500 of a broken registry."""
+    log.error("the UI cannot keep sessions: %s", problem.detail)
+    detail = f"Signing in is out of service on this server: {problem.detail}"
+    return render_template("error.html", title="Cannot sign in", status=503, slug=None, detail=detail, errors=[]), 503
 
 
 def _local(target: str | None) -> str | None:
