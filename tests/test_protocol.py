@@ -68,6 +68,7 @@ class Service:
             registry=self.client,
             tools=[PythonTools(tools or lookup)],
             require_approval=settings.pop("require_approval", ()),
+            run_timeout=settings.pop("run_timeout", None),
         )
         self.settings = Settings(data_dir=str(data), **settings)
         self.app: Flask = create_app(self.settings, executor=self.executor, registry=self.client)

@@ -40,9 +40,9 @@ def serve(library: LibraryRepo, tmp_path: Path) -> Iterator[Any]:
     """The service over ``library``, calling ``server`` without retries."""
     made: list[Service] = []
 
-    def serve(server: ScriptedModelServer) -> FlaskClient:
+    def serve(server: ScriptedModelServer, **options: Any) -> FlaskClient:
         model = OpenAIChatModel(base_url=server.base_url, api_key="k", max_retries=0)
-        service = Service(library, tmp_path / f"data{len(made)}", [], model=model)
+        service = Service(library, tmp_path / f"data{len(made)}", [], model=model, **options)
         made.append(service)
         return service.http()
 
@@ -112,3 +112,24 @@ def test_a_model_server_that_is_down_fails_the_step_and_once_back_the_task_compl
         last = step(http, task)
     assert (last["is_last"], last["output"]) == (True, "back again")
     assert status_of(http, task) == "completed"
+
+
+def test_a_step_that_reaches_the_services_time_limit_waiting_for_the_model_fails_and_the_task_goes_on(
+    serve: Any, tmp_path: Path
+) -> None:
+    # The service's own limit (agents serve --timeout) is shorter than the definition's.
+    replies = [
+        {"when": "^Check: ", "content": "late", "delay": 3},
+        {"content": "drafted"},
+        {"content": '{"allow": true}'},
+    ]
+    with ScriptedModelServer(replies, tmp_path) as server:
+        http = serve(server, run_timeout=0.5)
+        task = create(http, "s/gated", inputs={"question": "q"})["task_id"]
+        assert step(http, task)["output"] == "drafted"
+        failed = step(http, task)
+        state = failed["additional_output"]
+        assert (failed["is_last"], state["state"]) == (False, "failed"), state.get("error")
+        assert "time limit" in state["error"] and status_of(http, task) == "waiting_for_input"
+        last = step(http, task)
+        assert (last["is_last"], last["additional_output"]["outcome"]) == (True, "completed")

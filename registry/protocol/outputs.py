@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from registry.executor import FAILED, Trace
+from registry.executor import EXHAUSTED, FAILED, Trace
 from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
 from registry.protocol.records import ActionRecord, TaskRecord
@@ -60,12 +60,16 @@ def step_output(task: TaskRecord, trace: Trace) -> dict[str, Any]:
 
 
 def failed_model_call(result: StepResult) -> str | None:
-    """Why the run failed, when it failed because a model call did (an
-    outage, a timeout, a refused connection): the executor marks such a
-    call's span with ``registry.error.reason``. None otherwise."""
+    """Why the run ended, when it ended because a model call did not answer:
+    an outage, a refused connection, a timeout, or the step's time limit
+    (the service's ``--timeout``, a composite's ``limits.timeout``) reached
+    while it waited. Such a call's span has no reply (the executor opens it
+    only once the budget and the clock allow the call), and nothing was
+    journaled for it, so the next step makes it again. None otherwise."""
     run = result.result
-    if run is None or run.outcome != FAILED:
+    if run is None or run.outcome not in (FAILED, EXHAUSTED):
         return None
-    if any(span.status == "error" and "registry.error.reason" in span.attributes for span in run.trace.spans("chat")):
-        return run.error or "a model call failed"
+    for span in run.trace.spans("chat"):
+        if "registry.reply" not in span.attributes and not span.attributes.get("registry.replayed"):
+            return run.error or "a model call failed"
     return None
