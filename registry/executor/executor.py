@@ -86,11 +86,12 @@ class RunResult:
     """How a run ended, what it answered, and what it did."""
 
     outcome: str
-    """``completed``, ``blocked`` (a gate said no), ``exhausted`` (an
+    """``completed``, ``blocked`` (a gate said no, or a run that is not step
+    by step reached a tool call that needs approval), ``exhausted`` (an
     iteration, model-call or time limit) or ``failed`` (a model, tool, input
     or definition error)."""
     output: str | None
-    """The answer: the final text; for ``blocked``, the gate's ``on_block`` text."""
+    """The answer: the final text; for ``blocked``, the gate's ``on_block`` text (none for a tool call)."""
     data: Any
     """The parsed answer, when the agent's parser gives one (``json``)."""
     error: str | None
@@ -169,9 +170,10 @@ class Executor:
         model; ``model_map`` maps a definition's model name to another.
         ``run_timeout``: seconds any one run may take, on top of composites' own limits.
         ``tracer_provider``: where OpenTelemetry spans go (default: the global one).
-        ``require_approval``: tools that, in step by step runs (``astep``),
-        wait for a decision before they run (as do tools declared with
-        ``x-requires-approval: true``)."""
+        ``require_approval``: tools that are never called before a person
+        approves (as are tools declared with ``x-requires-approval: true``):
+        in step by step runs (``astep``) a call waits for a decision; a run
+        (``arun``), with no one to ask, ends ``blocked`` instead of making it."""
         self.model = model
         self.registry = registry
         self.toolbox = ToolBox(tools, timeout=tool_timeout, max_output=max_tool_output)

@@ -32,7 +32,7 @@ from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor.chat import ChatReply, ChatRequest
 from registry.executor.journal import PendingAction
-from registry.executor.runtime import AgentOutput, Exhausted, Failed, RunContext, reference
+from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
@@ -280,7 +280,15 @@ class _Loop:
     ) -> ToolResult:
         ctx = self.ctx
         name = str(declaration["name"])
-        if ctx.control is not None and (name in ctx.approvals or declaration.get("x-requires-approval") is True):
+        if name in ctx.approvals or declaration.get("x-requires-approval") is True:
+            if ctx.control is None:
+                # A run (not a step run) has no one to ask: the call is never
+                # made, and the run stops as it does when a gate says no.
+                span.set(**{"registry.tool.status": "needs_approval"})
+                raise Blocked(
+                    f"the call of tool {name!r} needs a person's approval, which this run cannot ask for:"
+                    " run the agent as a task (prompt-registry agents serve) or step by step (Executor.step)"
+                )
             decision = ctx.journal.get(f"{key}:decision") if ctx.journal is not None else None
             if decision is None:
                 span.set(**{"registry.tool.awaiting_decision": True})
