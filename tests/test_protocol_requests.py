@@ -85,6 +85,7 @@ def no_tasks(http: FlaskClient) -> bool:
         ("relase", {"relase": "v1.0.0", "inputs": {"question": "q"}}, "did you mean 'release'?"),
         ("input", {"input": {"question": "q"}}, "did you mean 'inputs'?"),
         ("question", {"question": "q"}, "an agent's inputs go under additional_input.inputs"),
+        ("a/b~c", {"a/b~c": 1}, "an agent's inputs go under additional_input.inputs"),
     ],
 )
 def test_an_unknown_member_of_a_tasks_additional_input_is_refused_naming_it(
@@ -95,7 +96,8 @@ def test_an_unknown_member_of_a_tasks_additional_input_is_refused_naming_it(
     body = response.get_json()
     assert response.status_code == 400 and body["type"] == "/problems/invalid-request"
     assert f"additional_input has no member {unknown!r}" in body["detail"] and says in body["detail"]
-    assert body["path"] == f"/additional_input/{unknown}" and body["message"] == body["detail"]
+    pointer = unknown.replace("~", "~0").replace("/", "~1")  # RFC 6901
+    assert body["path"] == f"/additional_input/{pointer}" and body["message"] == body["detail"]
     assert no_tasks(http)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from registry.client import Agent
 from registry.errors import InvalidInputs, InvalidRequest, InvalidState, RegistryError
-from registry.models import Issue, close_matches, did_you_mean, shorten
+from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.protocol.records import ActionRecord
 from registry.rendering.sandbox import RenderLimits
 
@@ -56,7 +56,7 @@ def refuse_unknown_keys(extra: Mapping[str, Any], allowed: Sequence[str], *, hin
         suggestion = did_you_mean(close_matches(key, allowed, limit=1, cutoff=0.75))
         takes = ", ".join(allowed)
         detail += f"; {suggestion}" if suggestion else f"; it takes {takes}; {hint}"
-        raise InvalidRequest(detail, path=f"/additional_input/{shown}")
+        raise InvalidRequest(detail, path=json_pointer(("additional_input", shown)))
 
 
 def check_task_keys(extra: Mapping[str, Any]) -> None:
