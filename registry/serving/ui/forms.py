@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from registry.serving.ui.fieldtext import Unreadable, parse_json, read_integer, read_lines, read_number
 
 Kind = Literal["text", "textarea", "select", "checkbox", "number", "integer", "json", "fieldset"]
 # A plan's kinds: a field's, and an array of strings, shown as a textarea or as json.
@@ -58,9 +59,6 @@ MAX_OPTIONS = 500
 
 _EXTRA = "~extra"
 _SHORT_TEXT = 255
-_NUMBER_CHARS = 100
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # Keywords that leave a value's type or shape open: no single control can show it.
 _UNEXPRESSIBLE = frozenset(
     {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "const", "$ref", "$dynamicRef", "prefixItems"}
@@ -179,10 +177,6 @@ class _Plan:
 
 class _TooManyFields(Exception):
     """The schema plans into more than ``MAX_FIELDS`` fields at the depth tried."""
-
-
-class _Unreadable(Exception):
-    """A submitted text that does not read as its field's kind; the message says why."""
 
 
 def _root_plan(schema: object) -> _Plan | None:
@@ -429,7 +423,7 @@ def _lines_text(value: object) -> str | None:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return None
     text = "\n".join(value)
-    return text if text and _read_lines(text) == value else None
+    return text if text and read_lines(text) == value else None
 
 
 def _option_text(value: object) -> str | None:
@@ -482,8 +476,8 @@ def _read_whole_inputs(form: FormData, errors: list[FormError]) -> dict[str, Any
     if text is None or not text.strip():
         return {}
     try:
-        inputs = _parse_json(text)
-    except _Unreadable as exc:
+        inputs = parse_json(text)
+    except Unreadable as exc:
         errors.append(FormError(WHOLE_INPUTS, str(exc)))
         return {}
     if not isinstance(inputs, dict):
@@ -516,7 +510,7 @@ def _read_object(plan: _Plan, form: FormData, errors: list[FormError]) -> tuple[
             filled = True
             try:
                 value[child.key] = _read(child, text)
-            except _Unreadable as exc:
+            except Unreadable as exc:
                 errors.append(FormError(child.name, str(exc)))
     if plan.extra:
         filled = _read_extra(plan, form, value, errors) or filled
@@ -530,8 +524,8 @@ def _read_extra(plan: _Plan, form: FormData, value: dict[str, Any], errors: list
     if text is None or not text.strip():
         return False
     try:
-        extra = _parse_json(text)
-    except _Unreadable as exc:
+        extra = parse_json(text)
+    except Unreadable as exc:
         errors.append(FormError(name, str(exc)))
         return True
     if not isinstance(extra, dict):
@@ -561,83 +555,15 @@ def _is_empty(plan: _Plan, text: str) -> bool:
 
 
 def _read(plan: _Plan, text: str) -> Any:
-    """The value of a leaf's submitted (non-empty) text; raises ``_Unreadable``."""
+    """The value of a leaf's submitted (non-empty) text; raises ``Unreadable``."""
     if plan.kind == "text" or plan.kind == "textarea":
         return text.replace("\r\n", "\n")
     if plan.kind == "integer":
-        return _read_integer(text)
+        return read_integer(text)
     if plan.kind == "number":
-        return _read_number(text)
+        return read_number(text)
     if plan.kind == "select":
         return plan.choices[plan.options.index(text)] if text in plan.options else text
     if plan.kind == "lines":
-        return _read_lines(text)
-    return _parse_json(text)
-
-
-def _read_integer(text: str) -> int:
-    number = text.strip()
-    if len(number) > _NUMBER_CHARS:
-        raise _Unreadable("too many digits for a number")
-    if not _INTEGER.fullmatch(number):
-        raise _Unreadable(f"{number!r} is not a whole number")
-    return int(number)
-
-
-def _read_number(text: str) -> int | float:
-    number = text.strip()
-    if len(number) > _NUMBER_CHARS:
-        raise _Unreadable("too many digits for a number")
-    if _INTEGER.fullmatch(number):
-        return int(number)
-    if not _NUMBER.fullmatch(number):
-        raise _Unreadable(f"{number!r} is not a number")
-    value = float(number)
-    if not math.isfinite(value):
-        raise _Unreadable(f"{number!r} is out of range")
-    return value
-
-
-def _read_lines(text: str) -> list[str]:
-    """A list of strings from a textarea: a JSON array of strings as such, else one item a non-blank line."""
-    text = text.replace("\r\n", "\n")
-    if text.lstrip().startswith("["):
-        try:
-            items = _parse_json(text)
-        except _Unreadable:
-            items = None
-        if isinstance(items, list) and all(isinstance(item, str) for item in items):
-            return items
-    return [line for line in text.split("\n") if line.strip()]
-
-
-def _parse_json(text: str) -> Any:
-    """JSON as the inputs can hold it: no NaN or infinities, numbers of at most ``_NUMBER_CHARS`` characters."""
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_json_float, parse_int=_json_int)
-    except json.JSONDecodeError as exc:
-        raise _Unreadable(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
-    except RecursionError as exc:
-        raise _Unreadable("not valid JSON: nested too deeply") from exc
-    except ValueError as exc:
-        raise _Unreadable(f"not valid JSON: {exc}") from exc
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def _json_float(text: str) -> float:
-    if len(text) > _NUMBER_CHARS:
-        raise ValueError("a number has too many digits")
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def _json_int(text: str) -> int:
-    # Python refuses past 4300 digits itself, but slowly and in words about its own settings.
-    if len(text) > _NUMBER_CHARS:
-        raise ValueError("a number has too many digits")
-    return int(text)
+        return read_lines(text)
+    return parse_json(text)
