@@ -468,3 +468,18 @@ def test_a_misspelt_approval_key_is_a_warning_with_the_right_spelling(tmp_path: 
     assert "'x-requires-aproval' is not read by the executor" in finding.message
     assert finding.hint == "did you mean 'x-requires-approval'?"
     assert finding.line == 3
+
+
+@pytest.mark.parametrize(
+    "key", ["x-require-approval", "x-requires_approval", "x-approval", "x-Approve", "x-needs-approving"]
+)
+def test_any_approval_key_the_executor_does_not_read_is_a_warning(tmp_path: Path, key: str) -> None:
+    text = FAILING["tool-extension"]["chat/bad.yml"].replace("x-requires-aproval", key)
+    report = lint(_library(tmp_path, {"chat/bad.yml": text}))
+    [finding] = [f for f in report.findings if f.rule == "tool-extension"]
+    assert finding.hint == "did you mean 'x-requires-approval'?"
+
+
+def test_an_extension_key_of_ones_own_is_no_warning(tmp_path: Path) -> None:
+    text = FAILING["tool-extension"]["chat/bad.yml"].replace("x-requires-aproval", "x-owner")
+    assert lint(_library(tmp_path, {"chat/bad.yml": text})).findings == []

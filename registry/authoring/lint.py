@@ -683,12 +683,15 @@ def _tool_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
 
 
 def _tool_extension_findings(declared: list[Any], file: str) -> Iterable[Finding]:
-    """An ``x-`` key close to one the executor reads (``x-requires-aproval``)
-    would silently run the tool without approval: say so."""
+    """An ``x-`` key close to one the executor reads (``x-requires-aproval``),
+    or about approval at all (``x-approval``), would silently run the tool
+    without approval: say so."""
     for index, tool in enumerate(declared):
         for key in tool if isinstance(tool, dict) else ():
             if isinstance(key, str) and key.startswith("x-") and key not in TOOL_EXTENSIONS:
                 hint = did_you_mean(close_matches(key, TOOL_EXTENSIONS, cutoff=0.75))
+                if hint is None and "approv" in key.lower():  # x-approval, x-approve, x-needs-approving
+                    hint = did_you_mean(["x-requires-approval"])
                 if hint:
                     message = f"tool {tool.get('name')!r}: {key!r} is not read by the executor"
                     yield _finding("tool-extension", file, message, hint=hint, at=("tools", index, key))
