@@ -16,7 +16,8 @@ from registry.format.definition import CompiledAgent, compile_definition, defini
 from registry.format.safeyaml import parse_yaml
 from registry.models import Issue, Message
 from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
-from tests.conftest import schema_says
+from tests.conftest import LibraryRepo, schema_says
+from tests.executor_fixtures import registry_client
 
 FILE = "chat/agent.yml"
 PARTIALS = {
@@ -654,3 +655,33 @@ def test_validation_past_the_render_clock_is_an_input_problem(clock: _Clock) -> 
     assert (
         info.value.detail == "validating the inputs took longer than the limit of 1.0 seconds (shared with rendering)"
     )
+
+
+TOOLS_IN_THE_PROMPT = """\
+name: Refunds
+type: tool_calling
+model: {name: test-model}
+tools:
+  - name: refund
+    description: Refunds an order.
+    parameters: {type: object, properties: {order: {type: string}}}
+    x-requires-approval: true
+    x-owner: payments
+prompt_templates:
+  system: "Tools: {{ tools | tojson }}"
+  user: "{{ question }}"
+inputs: {type: object, required: [question], properties: {question: {type: string}}}
+"""
+
+
+def test_templates_get_the_tools_without_their_x_keys_on_the_server_and_in_the_client(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {"shop/refunds.yml": TOOLS_IN_THE_PROMPT})
+    with registry_client(repo.path) as client:
+        agent = client.get("shop", "refunds", release="v1.0.0")
+        local = agent.render({"question": "q"})
+        served = client.render("shop", "refunds", {"question": "q"}, release="v1.0.0")
+    assert local.messages == served.messages
+    system = local.messages[0].content
+    assert '"name": "refund"' in system and "x-" not in system
+    tool = agent.definition["tools"][0]
+    assert tool["x-requires-approval"] is True and tool["x-owner"] == "payments"  # served as written

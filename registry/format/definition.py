@@ -130,7 +130,7 @@ class CompiledAgent:
         variables = self._checked_inputs(inputs, limits, deadline, measured=measured)
         tools = self.definition.get("tools")
         if tools is not None and "tools" not in variables:
-            variables["tools"] = tools
+            variables["tools"] = _tools_for_templates(tools)
         messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits, deadline=deadline.at)
         return Prompt(
             messages=messages,
@@ -258,6 +258,15 @@ def definition_digest(
     if tree_content_id is not None:
         add("tree", tree_content_id.encode())
     return "sha256:" + digest.hexdigest()
+
+
+def _tools_for_templates(tools: list[Any]) -> list[Any]:
+    """The declared tools as templates see them: without their ``x-`` keys,
+    which are for the executor and the operator, never for the model."""
+    return [
+        {key: value for key, value in tool.items() if not key.startswith("x-")} if isinstance(tool, dict) else tool
+        for tool in tools
+    ]
 
 
 def check_agent_name(usecase: str, name: str) -> None:
