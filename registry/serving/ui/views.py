@@ -214,9 +214,13 @@ def logout() -> Any:
 
 def _cannot_sign_in(problem: ConfigurationError) -> tuple[str, int]:
     """The page for sessions that cannot be kept: only signing in is out of
-    service, so it is a 503 that says why, not the 500 of a broken registry."""
+    service, so it is a 503, not the 500 of a broken registry. Why (a
+    directory, its owner) is the operator's to read, in the log: the page
+    shows no server path to whoever tries to sign in."""
     log.error("the UI cannot keep sessions: %s", problem.detail)
-    detail = f"Signing in is out of service on this server: {problem.detail}"
+    detail = (
+        "Signing in is out of service on this server: it cannot keep track of sign-outs. The operator's log says why."
+    )
     return render_template("error.html", title="Cannot sign in", status=503, slug=None, detail=detail, errors=[]), 503
 
 
