@@ -228,3 +228,15 @@ def test_a_model_map_that_matches_nothing_is_one_line_on_stderr(replies: Path) -
         "model map gpt4o=llama (--model-map) matched no model the agents of support/gated_answer name"
         " (claude-3-5-haiku-20241022)"
     )
+
+
+def test_a_run_names_only_the_map_its_agents_do_not_use(replies: Path) -> None:
+    result = run(
+        "run", "support/gated_answer", "--example", "--input", "question=refund?", "--model", f"scripted:{replies}",
+        "--model-map", "claude-3-5-haiku-20241022=smol", "--model-map", "claude-3-5-sonnet-20241022=smol",
+        "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [warning] = json.loads(result.stdout)["warnings"]
+    assert warning.startswith("model map claude-3-5-sonnet-20241022=smol (--model-map) matched no model")
+    assert warning in result.stderr and "haiku-20241022=smol" not in warning

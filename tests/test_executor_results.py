@@ -163,11 +163,11 @@ def test_an_exhausted_react_run_answers_its_last_reply_but_not_past_a_composite(
     ("options", "warning"),
     [
         (
-            {"model_map": {"gpt-4o": "served", "test-model": "served"}},
+            {"model_map": {"gpt-4o": "served", "test-model": "served"}, "warn_unused_model_map": True},
             "model map gpt-4o=served (--model-map) matched no model the agents of s/draft name (test-model)",
         ),
         (
-            {"model_map": {"test-model": "served"}, "model_name": "other"},
+            {"model_map": {"test-model": "served"}, "model_name": "other", "warn_unused_model_map": True},
             "model map test-model=served (--model-map) is not used: the model name 'other' (--model-name)"
             " is sent for every call",
         ),
@@ -183,6 +183,18 @@ def test_a_model_map_that_matches_nothing_is_said_once(
             second = executor.run("s/draft", {"question": "q"})
     assert first.outcome == COMPLETED and first.warnings == second.warnings == (warning,)
     assert [r.getMessage() for r in caplog.records if r.name == "registry.executor"] == [warning]
+
+
+def test_an_executor_serving_many_agents_does_not_call_a_map_for_another_agents_model_unused(
+    repo: LibraryRepo, caplog: pytest.LogCaptureFixture
+) -> None:
+    repo.release("v1.0.0", {"s/draft.yml": DRAFT})
+    options: dict[str, Any] = {"model_map": {"gpt-4o": "served", "test-model": "served"}}
+    with caplog.at_level(logging.WARNING, "registry.executor"):
+        with executor_for(repo.path, [{"content": "ok"}], **options) as executor:
+            result = executor.run("s/draft", {"question": "q"})
+    assert result.outcome == COMPLETED and result.warnings == ()
+    assert not [r for r in caplog.records if r.name == "registry.executor"]
 
 
 def test_a_model_map_that_matches_says_nothing(repo: LibraryRepo) -> None:

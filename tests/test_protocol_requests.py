@@ -6,11 +6,13 @@ whose tools or retrievers nothing binds is refused before anything runs."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 
 from registry.client import RegistryClient
@@ -154,15 +156,27 @@ def test_a_task_whose_tools_are_bound_is_created(services: Any) -> None:
     assert create(http, "a/asks", inputs={"question": "q"})["status"] == "created"
 
 
+@contextmanager
+def service_app(library: LibraryRepo, data: Path, replies: list[dict[str, Any]], **options: Any) -> Iterator[Flask]:
+    """The service over ``library`` with an executor built with ``options``."""
+    registry_app = create_registry_app(Settings(repo=str(library.path)))
+    client = RegistryClient("http://registry.test", transport=httpx.WSGITransport(app=registry_app), timeout=30)
+    executor = Executor(model=ScriptedModel.from_replies(replies, source="the test"), registry=client, **options)
+    app = create_app(Settings(data_dir=str(data)), executor=executor, registry=client)
+    try:
+        yield app
+    finally:
+        app.extensions["agent_protocol.close"]()
+        executor.close()
+        client.close()
+        registry_app.extensions["prompt_registry.service"].close()
+
+
 def test_tools_that_cannot_start_are_the_services_fault_and_are_tried_again(
     library: LibraryRepo, tmp_path: Path
 ) -> None:
-    registry_app = create_registry_app(Settings(repo=str(library.path)))
-    client = RegistryClient("http://registry.test", transport=httpx.WSGITransport(app=registry_app), timeout=30)
     server = McpTools("lookup", down_the_first_time(tmp_path / "tried"))
-    executor = Executor(model=ScriptedModel.from_replies([], source="the test"), registry=client, tools=[server])
-    app = create_app(Settings(data_dir=str(tmp_path / "data")), executor=executor, registry=client)
-    try:
+    with service_app(library, tmp_path / "data", [], tools=[server]) as app:
         http = app.test_client()
         body = {"additional_input": {"agent": "s/draft", "inputs": {"question": "q"}}}
         down = http.post("/ap/v1/agent/tasks", json=body)
@@ -172,8 +186,13 @@ def test_tools_that_cannot_start_are_the_services_fault_and_are_tried_again(
         assert said in problem["detail"]
         assert no_tasks(http)
         assert http.post("/ap/v1/agent/tasks", json=body).status_code == 200
-    finally:
-        app.extensions["agent_protocol.close"]()
-        executor.close()
-        client.close()
-        registry_app.extensions["prompt_registry.service"].close()
+
+
+def test_a_task_does_not_call_a_map_for_another_agents_model_unused(library: LibraryRepo, tmp_path: Path) -> None:
+    model_map = {"test-model": "served", "other-model": "served"}
+    with service_app(library, tmp_path / "data", [{"content": "drafted"}], model_map=model_map) as app:
+        http = app.test_client()
+        task = create(http, "s/draft", inputs={"question": "q"})["task_id"]
+        last = step(http, task)
+    assert last["is_last"] and last["output"] == "drafted"
+    assert "warnings" not in last["additional_output"], last["additional_output"]

@@ -160,6 +160,9 @@ def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Call
         model_map=model_map(args.model_map),
         tool_timeout=args.tool_timeout,
         run_timeout=args.timeout,
+        # One run: a map its agents do not use is a mistake worth a line. A
+        # service (agents serve) runs many agents and does not judge so.
+        warn_unused_model_map=True,
     )
     result = asyncio.run(_run_once(executor, args.agent, inputs, args.release, history))
     if args.trace_file:

@@ -110,8 +110,9 @@ class RunResult:
     trace: Trace
     warnings: tuple[str, ...] = ()
     """What went wrong without stopping the run: branch replies that did not
-    pass their parser, a model map that matched no model. Also logged, once
-    per executor, on the ``registry.executor`` logger."""
+    pass their parser, a model map that matched no model (with
+    ``warn_unused_model_map``). Also logged, once per executor, on the
+    ``registry.executor`` logger."""
 
     @property
     def completed(self) -> bool:
@@ -163,6 +164,7 @@ class Executor:
         run_timeout: float | None = None,
         tracer_provider: Any = None,
         require_approval: Collection[str] = (),
+        warn_unused_model_map: bool = False,
     ) -> None:
         """``registry``: a ``RegistryClient`` or ``AsyncRegistryClient`` that
         fetches agents named as ``usecase/name`` (not needed when every run
@@ -173,7 +175,12 @@ class Executor:
         ``require_approval``: tools that are never called before a person
         approves (as are tools declared with ``x-requires-approval: true``):
         in step by step runs (``astep``) a call waits for a decision; a run
-        (``arun``), with no one to ask, ends ``blocked`` instead of making it."""
+        (``arun``), with no one to ask, ends ``blocked`` instead of making it.
+        ``warn_unused_model_map``: each run's result warns about entries of
+        ``model_map`` that no agent of the run names. Right for an executor
+        that makes one run (``prompt-registry run``); wrong for one that
+        serves many agents, where an entry for another agent's model is
+        not unused, so it is off by default."""
         self.model = model
         self.registry = registry
         self.toolbox = ToolBox(tools, timeout=tool_timeout, max_output=max_tool_output)
@@ -183,6 +190,7 @@ class Executor:
         self.run_timeout = run_timeout
         self.tracer_provider = tracer_provider
         self.require_approval = frozenset(require_approval)
+        self.warn_unused_model_map = warn_unused_model_map
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started_on: asyncio.AbstractEventLoop | None = None
@@ -261,7 +269,8 @@ class Executor:
         outcome, output, data, error = COMPLETED, None, None, None
         try:
             self._check_bindings(ctx)
-            ctx.totals.warnings.extend(self._model_map_warnings(ctx, name))
+            if self.warn_unused_model_map:
+                ctx.totals.warnings.extend(self._model_map_warnings(ctx, name))
             result = await run_agent(agent, inputs, ctx, root, history=history)
             output, data = result.text, result.data
             if result.parse_error is not None and agent.definition.get("output_parser", {}).get("type") == "json":
