@@ -11,13 +11,14 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from registry.client import RegistryClient
-from registry.executor import Executor, ScriptedModel, SqliteFtsRetriever, build_index
+from registry.executor import Executor, PythonTools, ScriptedModel, SqliteFtsRetriever, build_index
 from registry.executor.chat import ChatModel
 from registry.executor.tools import ToolProvider
 from registry.serving.app import create_app
-from registry.settings import Settings
+from registry.settings import BUNDLED_LIBRARY, Settings
 from registry.store.example import build_example_repository
 
 
@@ -121,3 +122,59 @@ def docs_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteFtsRe
     retriever = SqliteFtsRetriever(directory / "docs.sqlite")
     yield retriever
     retriever.close()
+
+
+# --- the bundled library, with inputs and tools for each of its agents ---------------------------
+
+LIBRARY_AGENTS_DIR = Path(BUNDLED_LIBRARY) / "ai_gateway" / "agents"
+LIBRARY_AGENTS = sorted(
+    f"{path.parent.name}/{path.stem}"
+    for path in LIBRARY_AGENTS_DIR.glob("*/*.yml")
+    if not path.parent.name.startswith("_")
+)
+
+# The inputs of the agents that declare no inputs schema, for their templates.
+NO_SCHEMA_INPUTS: dict[str, dict[str, Any]] = {
+    "chat/minimal": {"question": "What is a merge train?", "tools": []},
+    "commit_message/one_line": {"diff": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"},
+}
+
+
+def example_inputs(agent: str) -> dict[str, Any]:
+    usecase, name = agent.split("/")
+    definition = yaml.safe_load((LIBRARY_AGENTS_DIR / usecase / f"{name}.yml").read_text(encoding="utf-8"))
+    examples = definition.get("examples") or []
+    if examples:
+        inputs: dict[str, Any] = examples[0]["inputs"]
+        return inputs
+    if "inputs" not in definition:
+        return NO_SCHEMA_INPUTS[agent]
+    schema = definition["inputs"]
+    properties = schema.get("properties") or {}
+    return {name: _sample(properties[name]) for name in schema.get("required") or []}
+
+
+def _sample(schema: dict[str, Any]) -> Any:
+    """A value of ``schema`` for the agents without an example: their required inputs."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "integer" or kind == "number":
+        return schema.get("minimum", 1)
+    if kind == "array":
+        return [_sample(schema.get("items") or {})] * schema.get("minItems", 0)
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: _sample(properties[name]) for name in schema.get("required") or []}
+    if kind == "boolean":
+        return True
+    return "Why does the build fail?"
+
+
+def library_tools() -> PythonTools:
+    """Every tool the library declares, answering with its arguments."""
+    names = set()
+    for path in LIBRARY_AGENTS_DIR.glob("*/*.yml"):
+        for tool in yaml.safe_load(path.read_text(encoding="utf-8")).get("tools") or []:
+            names.add(tool["name"])
+    return PythonTools({name: (lambda name=name, **arguments: {"tool": name, "result": arguments}) for name in names})

@@ -9,18 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from registry.executor import COMPLETED, OpenAIChatModel, PythonTools, SqliteFtsRetriever
+from registry.executor import COMPLETED, OpenAIChatModel, SqliteFtsRetriever
 from registry.executor.executor import RunResult
-from registry.settings import BUNDLED_LIBRARY
-from tests.executor_fixtures import executor_for
+from tests.executor_fixtures import LIBRARY_AGENTS, NO_SCHEMA_INPUTS, example_inputs, executor_for, library_tools
 from tests.openai_server import ScriptedModelServer
-
-AGENTS_DIR = Path(BUNDLED_LIBRARY) / "ai_gateway" / "agents"
-AGENTS = sorted(
-    f"{path.parent.name}/{path.stem}" for path in AGENTS_DIR.glob("*/*.yml") if not path.parent.name.startswith("_")
-)
 
 # Replies that satisfy each agent's parser; any other agent replies in text.
 REPLIES: dict[str, list[dict[str, Any]]] = {
@@ -47,56 +40,11 @@ REPLIES: dict[str, list[dict[str, Any]]] = {
         {"content": "Duplicate of #12.", "repeat": True},
     ],
 }
-# The inputs of the agents that declare no inputs schema, for their templates.
-NO_SCHEMA_INPUTS: dict[str, dict[str, Any]] = {
-    "chat/minimal": {"question": "What is a merge train?", "tools": []},
-    "commit_message/one_line": {"diff": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"},
-}
 
 
 def scripted_replies() -> list[dict[str, Any]]:
     replies = [{**reply, "agent": agent} for agent, listed in REPLIES.items() for reply in listed]
     return replies + [{"content": "A plain answer.", "repeat": True}]
-
-
-def example_inputs(agent: str) -> dict[str, Any]:
-    usecase, name = agent.split("/")
-    definition = yaml.safe_load((AGENTS_DIR / usecase / f"{name}.yml").read_text(encoding="utf-8"))
-    examples = definition.get("examples") or []
-    if examples:
-        inputs: dict[str, Any] = examples[0]["inputs"]
-        return inputs
-    if "inputs" not in definition:
-        return NO_SCHEMA_INPUTS[agent]
-    schema = definition["inputs"]
-    properties = schema.get("properties") or {}
-    return {name: _sample(properties[name]) for name in schema.get("required") or []}
-
-
-def _sample(schema: dict[str, Any]) -> Any:
-    """A value of ``schema`` for the agents without an example: their required inputs."""
-    kind = schema.get("type")
-    if "enum" in schema:
-        return schema["enum"][0]
-    if kind == "integer" or kind == "number":
-        return schema.get("minimum", 1)
-    if kind == "array":
-        return [_sample(schema.get("items") or {})] * schema.get("minItems", 0)
-    if kind == "object":
-        properties = schema.get("properties") or {}
-        return {name: _sample(properties[name]) for name in schema.get("required") or []}
-    if kind == "boolean":
-        return True
-    return "Why does the build fail?"
-
-
-def library_tools() -> PythonTools:
-    """Every tool the library declares, answering with its arguments."""
-    names = set()
-    for path in AGENTS_DIR.glob("*/*.yml"):
-        for tool in yaml.safe_load(path.read_text(encoding="utf-8")).get("tools") or []:
-            names.add(tool["name"])
-    return PythonTools({name: (lambda name=name, **arguments: {"tool": name, "result": arguments}) for name in names})
 
 
 def run_scripted(example: Path, docs_index: SqliteFtsRetriever, agent: str) -> RunResult:
@@ -106,7 +54,7 @@ def run_scripted(example: Path, docs_index: SqliteFtsRetriever, agent: str) -> R
         return executor.run(agent, example_inputs(agent))
 
 
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", LIBRARY_AGENTS)
 def test_every_library_agent_completes_with_the_scripted_model(
     example: Path, docs_index: SqliteFtsRetriever, agent: str
 ) -> None:
@@ -133,7 +81,7 @@ def test_a_react_json_agent_runs_its_tool_with_named_parameters(example: Path, d
     assert json.loads(second[-1]["content"])["observation"].startswith('{"tool": "list_directory"')
 
 
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", LIBRARY_AGENTS)
 def test_every_library_agent_runs_the_same_through_a_real_openai_compatible_server(
     example: Path, docs_index: SqliteFtsRetriever, agent: str, tmp_path: Path
 ) -> None:

@@ -1,5 +1,5 @@
 """The runtime against a real model server: llama.cpp's OpenAI-compatible
-server serving SmolLM2-135M-Instruct, as ../shared/real-model.md builds it.
+server serving SmolLM2-135M-Instruct, as docs/real-model.md builds it.
 
 Skipped, with the reason, unless ``REGISTRY_TEST_MODEL_URL`` names the
 server's ``/v1`` base URL. The model is tiny: these tests check what the
@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 
+from registry.executor import COMPLETED, OUTCOMES, OpenAIChatModel, SqliteFtsRetriever
+from tests.executor_fixtures import LIBRARY_AGENTS, NO_SCHEMA_INPUTS, example_inputs, executor_for, library_tools
 from tests.servers import clean_environment
 
 MODEL_URL = os.environ.get("REGISTRY_TEST_MODEL_URL", "")
 pytestmark = [
     pytest.mark.realmodel,
-    pytest.mark.skipif(not MODEL_URL, reason="no real model server: set REGISTRY_TEST_MODEL_URL (see real-model.md)"),
+    pytest.mark.skipif(not MODEL_URL, reason="no real model server: set REGISTRY_TEST_MODEL_URL (docs/real-model.md)"),
 ]
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 
@@ -66,3 +68,23 @@ def test_a_model_map_that_matches_nothing_is_named_on_stderr() -> None:
     result = _run("support/draft_answer", "--input", "question=hi", "--model-map", "gpt-4o=smollm2")
     assert result.returncode == 0, result.stderr
     assert "model map gpt-4o=smollm2" in result.stderr and "matched no model" in result.stderr
+
+
+@pytest.mark.parametrize("agent", LIBRARY_AGENTS)
+def test_every_library_agent_ends_in_a_named_outcome_against_the_real_model(
+    example: Path, docs_index: SqliteFtsRetriever, agent: str
+) -> None:
+    # A tiny model fails parsers often: what must hold is that every run ends
+    # in one of the four outcomes, counted and explained, never an exception.
+    model = OpenAIChatModel(base_url=MODEL_URL, api_key="sk-local", max_retries=0, default_timeout=300)
+    unnamed = {"model_name": "smollm2"} if agent in NO_SCHEMA_INPUTS else {}
+    with executor_for(
+        example, model, tools=[library_tools()], retrievers={"product-docs": docs_index}, **unnamed
+    ) as executor:
+        result = executor.run(agent, example_inputs(agent))
+    assert result.outcome in OUTCOMES
+    assert result.llm_calls >= result.llm_replies >= 1, result.trace.as_text()
+    if result.outcome == COMPLETED:
+        assert result.output, result.trace.as_text()
+    else:
+        assert result.error and "internal" not in result.error, result.trace.as_text()
