@@ -6,45 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from registry.executor import COMPLETED, OpenAIChatModel, SqliteFtsRetriever
 from registry.executor.executor import RunResult
-from tests.executor_fixtures import LIBRARY_AGENTS, NO_SCHEMA_INPUTS, example_inputs, executor_for, library_tools
+from tests.executor_fixtures import (
+    LIBRARY_AGENTS,
+    NO_SCHEMA_INPUTS,
+    example_inputs,
+    executor_for,
+    library_tools,
+    scripted_replies,
+)
 from tests.openai_server import ScriptedModelServer
-
-# Replies that satisfy each agent's parser; any other agent replies in text.
-REPLIES: dict[str, list[dict[str, Any]]] = {
-    "compliance/response_gate": [{"content": '{"allow": true}', "repeat": True}],
-    "support/classify_request": [{"content": '{"label": "billing"}', "repeat": True}],
-    "qa/short_answer": [{"content": '{"reasoning": "counted", "answer": "42"}', "repeat": True}],
-    "triage/issue_chunk": [{"content": "[]", "repeat": True}],
-    "code_writing/review_function": [
-        {"content": '{"pass": false, "feedback": "name the function better"}'},
-        {"content": '{"pass": true, "feedback": ""}', "repeat": True},
-    ],
-    "assistant/react_text": [
-        {"content": 'Thought: list them\nAction: list_jobs\nAction Input: {"pipeline_id": 7}'},
-        {"content": "Thought: found it\nFinal Answer: the test job timed out", "repeat": True},
-    ],
-    "assistant/react_json": [
-        {
-            "content": '{"thought": "look", "action": {"tool_name": "list_directory", "tool_params": [{"name": "path", "value": "."}]}, "answer": null}'
-        },
-        {"content": '{"thought": "done", "action": null, "answer": "it is a Python project"}', "repeat": True},
-    ],
-    "assistant/tools_triage": [
-        {"tool_calls": [{"name": "search_issues", "arguments": {"query": "crash on start"}}]},
-        {"content": "Duplicate of #12.", "repeat": True},
-    ],
-}
-
-
-def scripted_replies() -> list[dict[str, Any]]:
-    replies = [{**reply, "agent": agent} for agent, listed in REPLIES.items() for reply in listed]
-    return replies + [{"content": "A plain answer.", "repeat": True}]
 
 
 def run_scripted(example: Path, docs_index: SqliteFtsRetriever, agent: str) -> RunResult:

@@ -15,7 +15,7 @@ from registry.executor import Executor, ScriptedModel, SqliteFtsRetriever
 from registry.protocol.app import create_app
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
-from tests.test_executor_library import AGENTS, example_inputs, library_tools, scripted_replies
+from tests.executor_fixtures import LIBRARY_AGENTS, example_inputs, library_tools, scripted_replies
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def protocol(example: Path, docs_index: SqliteFtsRetriever, tmp_path: Path) -> I
     registry_app.extensions["prompt_registry.service"].close()
 
 
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", LIBRARY_AGENTS)
 def test_every_library_agent_runs_to_completion_as_a_task(protocol: Flask, agent: str) -> None:
     http = protocol.test_client()
     created = http.post(
