@@ -58,11 +58,11 @@ from registry.rendering.sandbox import (
 # package (a gateway installing only the client) carries the schema too.
 SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "agent-definition.v1.schema.json"
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}", re.ASCII)
+"""A usecase or an agent name: ``ai_gateway/agents/<usecase>/<name>.yml``."""
 
 # The extension keys on a tool that the executor reads; any other ``x-`` key
 # is served as written, for the operator's own tooling.
 TOOL_EXTENSIONS = ("x-requires-approval",)
-"""A usecase or an agent name: ``ai_gateway/agents/<usecase>/<name>.yml``."""
 _MAX_MESSAGE = 300
 
 

@@ -350,7 +350,7 @@ class TaskService:
             if run.error:
                 additional["error"] = run.error
             if run.warnings:
-                # Branches whose replies did not fit their schema, model maps that matched nothing.
+                # Parallel branches whose replies did not fit their schema.
                 additional["warnings"] = list(run.warnings)
             event = "complete" if run.outcome in ("completed", "blocked") else "fail"
             finished_task = replace(

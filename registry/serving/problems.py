@@ -65,7 +65,8 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
     "store-unavailable": "The registry cannot read its repository right now.",
     "unauthorized": "The request needs a valid secret or token.",
     "not-ready": "The registry has not synced from its remote yet, or (on /readyz) its fetches have failed "
-    "for too long; ask again after Retry-After seconds, or another replica.",
+    "for too long; or (the Agent Protocol service) the tools it binds cannot start now. Ask again after "
+    "Retry-After seconds, or another replica.",
     "internal-error": "An unexpected error; it has been logged.",
     "task-not-found": "No task with this id for this caller (the Agent Protocol service); a task another "
     "token created is not found either.",
