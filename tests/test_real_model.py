@@ -83,7 +83,8 @@ def test_every_library_agent_ends_in_a_named_outcome_against_the_real_model(
     ) as executor:
         result = executor.run(agent, example_inputs(agent))
     assert result.outcome in OUTCOMES
-    assert result.llm_calls >= result.llm_replies >= 1, result.trace.as_text()
+    # A call the model did not answer in time is counted as made, not answered.
+    assert result.llm_calls >= 1 and result.llm_calls >= result.llm_replies, result.trace.as_text()
     if result.outcome == COMPLETED:
         assert result.output, result.trace.as_text()
     else:
