@@ -69,6 +69,7 @@ class Service:
             tools=[PythonTools(tools or lookup)],
             require_approval=settings.pop("require_approval", ()),
             run_timeout=settings.pop("run_timeout", None),
+            model_name=settings.pop("model_name", None),
         )
         self.settings = Settings(data_dir=str(data), **settings)
         self.app: Flask = create_app(self.settings, executor=self.executor, registry=self.client)

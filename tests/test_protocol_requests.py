@@ -16,13 +16,14 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from registry.client import RegistryClient
-from registry.executor import Executor, ScriptedModel
+from registry.executor import Executor, OpenAIChatModel, ScriptedModel
 from registry.executor.mcp_tools import McpTools
 from registry.protocol.app import create_app
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
 from tests.executor_fixtures import leaf
+from tests.openai_server import ScriptedModelServer
 from tests.test_executor import REACT
 from tests.test_mcp_tools import down_the_first_time
 from tests.test_protocol import Service, create, step
@@ -196,3 +197,31 @@ def test_a_task_does_not_call_a_map_for_another_agents_model_unused(library: Lib
         last = step(http, task)
     assert last["is_last"] and last["output"] == "drafted"
     assert "warnings" not in last["additional_output"], last["additional_output"]
+
+
+UNNAMED = leaf("unnamed", "Say: {{ question }}", question="string").replace(
+    "model: {name: test-model, params: {temperature: 0.2, max_tokens: 50}}\n", ""
+)
+
+
+@pytest.mark.parametrize("model_name", [None, "served-model"])
+def test_an_agent_that_names_no_model_needs_a_service_that_names_one(
+    library: LibraryRepo, services: Any, tmp_path: Path, model_name: str | None
+) -> None:
+    assert "model:" not in UNNAMED
+    library.release("v1.1.0", {"s/unnamed.yml": UNNAMED})
+    # A real model needs a name in every request; the scripted model does not.
+    with ScriptedModelServer([{"content": "said", "repeat": True}], tmp_path) as server:
+        model = OpenAIChatModel(base_url=server.base_url, api_key="k", max_retries=0)
+        http = services([], model=model, model_name=model_name)
+        response = http.post(
+            "/ap/v1/agent/tasks", json={"additional_input": {"agent": "s/unnamed", "inputs": {"question": "q"}}}
+        )
+        if model_name is None:
+            body = response.get_json()
+            assert response.status_code == 422 and body["type"] == "/problems/invalid-inputs"
+            assert "s/unnamed names no model (model.name)" in body["detail"] and "--model-name" in body["detail"]
+            assert no_tasks(http)
+        else:
+            assert response.status_code == 200, response.get_json()
+            assert step(http, response.get_json()["task_id"])["output"] == "said"

@@ -504,6 +504,13 @@ class Executor:
         )
         return future.result()
 
+    @property
+    def names_every_model(self) -> bool:
+        """Whether a definition that names no model still runs: the operator
+        names one for every call (``model_name``), or the model needs none
+        (the scripted model)."""
+        return self.names.override is not None or self.names.fallback is not None
+
     def start(self) -> None:
         """Start the tool providers (MCP servers) now, on the loop ``run``
         and ``step`` use, rather than at the first run: their tools are then

@@ -120,14 +120,26 @@ def _checked_inputs(agent: Agent, inputs: dict[str, Any]) -> dict[str, Any]:
     return dict(inputs)
 
 
-def check_bound(agent: Agent, bound: Callable[[str], bool], retrievers: Collection[str]) -> None:
+def check_bound(
+    agent: Agent, bound: Callable[[str], bool], retrievers: Collection[str], *, names_every_model: bool
+) -> None:
     """``InvalidInputs`` naming every tool (that ``bound`` denies) and retriever
     (not in ``retrievers``) that ``agent``, or an agent it can reach,
-    declares and nothing implements, with the option that binds it."""
+    declares and nothing implements, with the option that binds it; and,
+    unless the service names the model of every call (``names_every_model``),
+    every model-calling agent whose definition names no model."""
     tools: dict[str, list[str]] = {}
     missing_retrievers: dict[str, list[str]] = {}
+    unnamed: list[str] = []
     for name, member in {**agent.agents, f"{agent.usecase}/{agent.name}": agent}.items():
         definition = member.definition
+        model = definition.get("model")
+        if (
+            "pattern" not in definition
+            and not names_every_model
+            and not (isinstance(model, Mapping) and model.get("name"))
+        ):
+            unnamed.append(name)
         if definition.get("type") in ("tool_calling", "react"):
             for tool in definition.get("tools") or []:
                 if isinstance(tool, Mapping) and not bound(str(tool.get("name"))):
@@ -142,6 +154,11 @@ def check_bound(agent: Agent, bound: Callable[[str], bool], retrievers: Collecti
         problems.append(
             f"no index is bound for {_owned('retriever', missing_retrievers)};"
             " bind it when starting the service: --retriever NAME=FILE"
+        )
+    if unnamed:
+        problems.append(
+            f"{', '.join(sorted(unnamed))} name{'s' if len(unnamed) == 1 else ''} no model (model.name)"
+            " and the service names none: start it with --model-name NAME"
         )
     if problems:
         message = f"{agent.usecase}/{agent.name} cannot run here: " + "; ".join(problems)

@@ -545,7 +545,7 @@ class TaskService:
             executor.start()
         except ConfigurationError as exc:
             raise NotReady(f"the tools of this service cannot start now: {exc.detail}") from exc
-        check_bound(agent, executor.toolbox.bound, executor.retrievers)
+        check_bound(agent, executor.toolbox.bound, executor.retrievers, names_every_model=executor.names_every_model)
 
 
 def _conflict(task: TaskRecord, event: str) -> InvalidState:
