@@ -6,11 +6,15 @@ what it may import; data flows down this list, never up):
 - ``errors``, ``models``, ``settings``: the exception tree, plain data
   shared by every layer, and the one frozen configuration object;
 - ``rendering``: the Jinja sandbox and its render budget;
-- ``agents``: agents at run time (output parsers);
+- ``agents``: output parsers, shared by the client and the executor;
 - ``format``: the definition format: schema, YAML, model, inputs, bundles;
 - ``store``: releases and their files, from git or a directory;
-- ``serving``: the service, the HTTP API and the WSGI server;
+- ``serving``: the service, the HTTP API, the web UI and the WSGI server;
 - ``authoring``: lint, examples, diff, scaffolding;
 - ``client``: the gateway's client, which imports no server dependency;
+- ``executor``: runs agents and patterns of a pinned release against
+  models and tools (``prompt-registry run``), fetching them through the client;
+- ``protocol``: the Agent Protocol service over the executor
+  (``prompt-registry agents serve``);
 - ``cli``: the ``prompt-registry`` command.
 """

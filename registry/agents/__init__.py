@@ -1,5 +1,7 @@
-"""Agents at run time: output parsers now; the executor, patterns and the
-Agent Protocol of the following issues.
+"""Output parsers: what an agent's reply means (a tool call, a final
+answer, or a parse error to send back), shared by the client, which parses
+locally, and the executor. The executor and the Agent Protocol service
+live in ``registry.executor`` and ``registry.protocol``.
 
 May import: ``registry.errors``, ``registry.models`` and
 ``registry.format.inputschema`` (a parser checks a tool's arguments against
