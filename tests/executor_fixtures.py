@@ -99,6 +99,35 @@ pattern:
 """
 
 
+# A ReAct leaf with one tool, and a chain whose second step gates the first
+# (s/draft, then s/gate: a json leaf of GATE_SCHEMA).
+REACT = """\
+name: ReAct helper
+type: react
+max_iterations: 4
+output_parser: {type: react_text}
+model: {name: test-model}
+tools:
+  - name: lookup
+    description: Looks a word up.
+    parameters: {type: object, required: [word], additionalProperties: false, properties: {word: {type: string}}}
+prompt_templates:
+  system: Use lookup. Reply with Thought/Action/Action Input or Final Answer.
+  user: "{{ question }}"
+inputs: {type: object, required: [question], properties: {question: {type: string}}}
+"""
+
+GATED = """\
+name: Gated
+inputs: {type: object, required: [question], properties: {question: {type: string}}}
+pattern:
+  kind: chain
+  steps:
+    - {id: draft, agent: s/draft, inputs: {question: "{{ inputs.question }}"}}
+    - {id: gate, agent: s/gate, inputs: {reply: "{{ steps.draft.output }}"}, gate: {on_block: "Sorry."}}
+"""
+
+
 # The documents the library's rag agent (assistant/docs_rag, retriever product-docs) retrieves from.
 DOCS = {
     "tokens.md": "# Deploy tokens\n\n## Rotating a token\n\nCreate a new token, update pipelines, revoke the old one.\n",

@@ -16,6 +16,7 @@ from tests.conftest import LibraryRepo
 from tests.executor_fixtures import (
     GATE_SCHEMA,
     LABEL_SCHEMA,
+    REACT,
     VERDICT_SCHEMA,
     executor_for,
     json_leaf,
@@ -94,22 +95,6 @@ WRITE = leaf(
     feedback="string",
 )
 REVIEW = json_leaf("reviewer", "Review: {{ code }}", VERDICT_SCHEMA, code="string")
-
-REACT = """\
-name: ReAct helper
-type: react
-max_iterations: 4
-output_parser: {type: react_text}
-model: {name: test-model}
-tools:
-  - name: lookup
-    description: Looks a word up.
-    parameters: {type: object, required: [word], additionalProperties: false, properties: {word: {type: string}}}
-prompt_templates:
-  system: Use lookup. Reply with Thought/Action/Action Input or Final Answer.
-  user: "{{ question }}"
-inputs: {type: object, required: [question], properties: {question: {type: string}}}
-"""
 
 TOOLS = """\
 name: Tool caller

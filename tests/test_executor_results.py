@@ -12,21 +12,20 @@ import pytest
 
 from registry.executor import BLOCKED, COMPLETED, EXHAUSTED, FAILED, OpenAIChatModel, PythonTools
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import CLASSIFIER_LEAF, GATE_SCHEMA, executor_for, json_leaf, leaf, vote_composite
+from tests.executor_fixtures import (
+    CLASSIFIER_LEAF,
+    GATE_SCHEMA,
+    GATED,
+    REACT,
+    executor_for,
+    json_leaf,
+    leaf,
+    vote_composite,
+)
 from tests.openai_server import ScriptedModelServer
-from tests.test_executor import REACT
 
 DRAFT = leaf("drafter", "Draft: {{ question }}", question="string")
 GATE = json_leaf("the gate", "Check this reply: {{ reply }}", GATE_SCHEMA, reply="string")
-GATED = """\
-name: Gated answer
-inputs: {type: object, required: [question], properties: {question: {type: string}}}
-pattern:
-  kind: chain
-  steps:
-    - {id: draft, agent: s/draft, inputs: {question: "{{ inputs.question }}"}}
-    - {id: gate, agent: s/gate, inputs: {reply: "{{ steps.draft.output }}"}, gate: {on_block: "Sorry."}}
-"""
 MAPPED = """\
 name: Labelled
 inputs: {type: object, required: [questions], properties: {questions: {type: array, items: {type: string}}}}

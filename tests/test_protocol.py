@@ -24,22 +24,11 @@ from registry.protocol.states import TRANSITIONS
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import CLASSIFIER_LEAF, GATE_SCHEMA, json_leaf, leaf, vote_composite
-from tests.test_executor import REACT
+from tests.executor_fixtures import CLASSIFIER_LEAF, GATE_SCHEMA, GATED, REACT, json_leaf, leaf, vote_composite
 
 TOKEN_A = "token-a-0123456789abcdef"
 TOKEN_B = "token-b-0123456789abcdef"
 ADMIN = "admin-0123456789abcdefgh"
-
-GATED = """\
-name: Gated
-inputs: {type: object, required: [question], properties: {question: {type: string}}}
-pattern:
-  kind: chain
-  steps:
-    - {id: draft, agent: s/draft, inputs: {question: "{{ inputs.question }}"}}
-    - {id: gate, agent: s/gate, inputs: {reply: "{{ steps.draft.output }}"}, gate: {on_block: "Sorry."}}
-"""
 
 
 class Service:

@@ -21,8 +21,8 @@ import pytest
 from werkzeug.serving import make_server
 
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
-from tests.test_protocol import GATED, Service
+from tests.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
+from tests.test_protocol import Service
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CLIENT_VENV = REPOSITORY / ".venv-apclient"

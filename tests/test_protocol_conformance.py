@@ -25,8 +25,8 @@ from schemathesis.config import SchemathesisConfig
 
 from registry.protocol.app import OPENAPI_FILE
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
-from tests.test_protocol import GATED, Service
+from tests.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
+from tests.test_protocol import Service
 
 SEED = 20240611
 OPENAPI = "/ap/v1/openapi.json"

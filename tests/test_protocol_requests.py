@@ -22,9 +22,8 @@ from registry.protocol.app import create_app
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import leaf
+from tests.executor_fixtures import REACT, leaf
 from tests.openai_server import ScriptedModelServer
-from tests.test_executor import REACT
 from tests.test_mcp_tools import down_the_first_time
 from tests.test_protocol import Service, create, step
 
