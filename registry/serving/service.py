@@ -39,7 +39,6 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from registry.agents.parsers import ParseResult
 from registry.errors import (
     AgentNotFound,
     InvalidDefinition,
@@ -55,6 +54,7 @@ from registry.format.bundle import BundleRelease, encode_bundle
 from registry.format.definition import check_agent_name
 from registry.format.diff import LibraryDiff, diff_catalogs
 from registry.format.loading import LoadedAgent, ReleaseCatalog
+from registry.format.parsers import ParseResult
 from registry.format.safeyaml import YamlLimits
 from registry.models import AgentSummary, Prompt, Release, Resolution
 from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
