@@ -39,7 +39,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
     ),
     # The server's own renderer, parsers and bundle format, and release
-    # ranges resolved as the server resolves them; nothing that reads git,
+    # ranges matched as the server matches them; nothing that reads git,
     # YAML trees or settings (test_client.py checks the same at run time).
     "registry.client": (
         "registry.errors",
@@ -49,7 +49,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.format.definition",
         "registry.format.inputschema",  # the input budget, counted as the server counts it
         "registry.format.parsers",
-        "registry.store.releases",
+        "registry.format.versions",
     ),
     # The executor fetches what it runs through the client, and shares with
     # it what a definition means; nothing of the server.

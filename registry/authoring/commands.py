@@ -29,9 +29,10 @@ from registry.format.diff import Bump, LibraryDiff, classify, diff_catalogs
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
 from registry.format.parsers import ParseError
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
+from registry.format.versions import parse_version
 from registry.models import WORKTREE_TAG, Issue, Release, location, plural
 from registry.settings import DEFAULT_ROOT
-from registry.store.releases import ReleaseIndex, parse_version
+from registry.store.releases import ReleaseIndex
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService

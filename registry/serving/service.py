@@ -56,6 +56,7 @@ from registry.format.diff import LibraryDiff, diff_catalogs
 from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.parsers import ParseResult
 from registry.format.safeyaml import YamlLimits
+from registry.format.versions import ChannelSelector, ExactSelector, Selector, parse_selector
 from registry.models import AgentSummary, Prompt, Release, Resolution
 from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
 from registry.serving.cache import AgentKey, ContentCache, MemoryTier
@@ -64,7 +65,7 @@ from registry.serving.metrics import Metrics
 from registry.store.channels import ChannelTable
 from registry.store.mirror import NOT_SYNCED, SYNC_FAILING, Syncer, SyncStatus
 from registry.store.protocol import Store
-from registry.store.releases import ChannelSelector, ExactSelector, ReleaseIndex, Selector, parse_selector
+from registry.store.releases import ReleaseIndex
 
 log = logging.getLogger(__name__)
 
