@@ -6,8 +6,8 @@ what it may import; data flows down this list, never up):
 - ``errors``, ``models``, ``settings``: the exception tree, plain data
   shared by every layer, and the one frozen configuration object;
 - ``rendering``: the Jinja sandbox and its render budget;
-- ``agents``: output parsers, shared by the client and the executor;
-- ``format``: the definition format: schema, YAML, model, inputs, bundles;
+- ``format``: the definition format: schema, YAML, model, inputs, bundles,
+  output parsers (shared by the client and the executor);
 - ``store``: releases and their files, from git or a directory;
 - ``serving``: the service, the HTTP API, the web UI and the WSGI server;
 - ``authoring``: lint, examples, diff, scaffolding;

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from registry.errors import ReleaseNotFound
+from registry.format.versions import release_for_tag
 from registry.store.channels import ChannelTable
-from registry.store.releases import ReleaseIndex, release_for_tag
+from registry.store.releases import ReleaseIndex
 
 INDEX = ReleaseIndex.from_releases(
     r for i, tag in enumerate(("v1.4.2", "v1.5.0", "v2.0.0-rc.1")) if (r := release_for_tag(tag, f"{i:040x}"))

@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "registry"
 
 SHARED = ("registry.errors", "registry.models", "registry.settings")
-BELOW_SERVING = ("registry.format", "registry.rendering", "registry.store", "registry.agents")
+BELOW_SERVING = ("registry.format", "registry.rendering", "registry.store")
 
 # What each layer may import besides its own modules, as the docstrings say.
 # A name allows the module and, for a package, everything in it.
@@ -27,8 +27,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry.errors": ("registry.models",),
     "registry.settings": ("registry.errors", "registry.models"),
     "registry.rendering": ("registry.errors", "registry.models"),
-    "registry.agents": ("registry.errors", "registry.models", "registry.format.inputschema"),
-    "registry.format": ("registry.errors", "registry.models", "registry.rendering", "registry.agents"),
+    "registry.format": ("registry.errors", "registry.models", "registry.rendering"),
     "registry.store": ("registry.errors", "registry.models", "registry.settings", "registry.format"),
     "registry.serving": (*SHARED, *BELOW_SERVING),
     "registry.authoring": (
@@ -40,17 +39,17 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
     ),
     # The server's own renderer, parsers and bundle format, and release
-    # ranges resolved as the server resolves them; nothing that reads git,
+    # ranges matched as the server matches them; nothing that reads git,
     # YAML trees or settings (test_client.py checks the same at run time).
     "registry.client": (
         "registry.errors",
         "registry.models",
         "registry.rendering",
-        "registry.agents",
         "registry.format.bundle",
         "registry.format.definition",
         "registry.format.inputschema",  # the input budget, counted as the server counts it
-        "registry.store.releases",
+        "registry.format.parsers",
+        "registry.format.versions",
     ),
     # The executor fetches what it runs through the client, and shares with
     # it what a definition means; nothing of the server.
@@ -58,7 +57,6 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.errors",
         "registry.models",
         "registry.rendering",
-        "registry.agents",
         "registry.format",
         "registry.client",
     ),

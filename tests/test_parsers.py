@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from registry.agents.parsers import FinalAnswer, OutputParser, ParseError, ToolCall
 from registry.client import RegistryClient
+from registry.format.parsers import FinalAnswer, OutputParser, ParseError, ToolCall
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app, schema_says
 from tests.servers import CLI, clean_environment

@@ -7,14 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry.errors import InvalidRequest, ReleaseNotFound
-from registry.store.releases import (
-    ExactSelector,
-    LatestSelector,
-    ReleaseIndex,
-    parse_selector,
-    parse_version,
-    release_for_tag,
-)
+from registry.format.versions import ExactSelector, LatestSelector, parse_selector, parse_version, release_for_tag
+from registry.store.releases import ReleaseIndex
 
 identifiers = st.one_of(
     st.integers(min_value=0, max_value=999).map(str),

@@ -21,17 +21,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from registry.agents.parsers import ParseError
 from registry.authoring.colour import diff_lines, paint
 from registry.authoring.lint import find_agents_root, open_worktree_catalog
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
 from registry.format.definition import SCHEMA_FILE, CompiledAgent, check_agent_name
 from registry.format.diff import Bump, LibraryDiff, classify, diff_catalogs
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
+from registry.format.parsers import ParseError
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
+from registry.format.versions import parse_version
 from registry.models import WORKTREE_TAG, Issue, Release, location, plural
 from registry.settings import DEFAULT_ROOT
-from registry.store.releases import ReleaseIndex, parse_version
+from registry.store.releases import ReleaseIndex
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService

@@ -25,11 +25,11 @@ from typing import Any, Literal
 
 from jinja2 import TemplateError, meta, nodes
 
-from registry.agents.parsers import OutputParser, ParseError
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.format.definition import NAME_PATTERN, TOOL_EXTENSIONS
 from registry.format.graphs import components, shortest_ring
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
+from registry.format.parsers import OutputParser, ParseError
 from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.settings import DEFAULT_ROOT

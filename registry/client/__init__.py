@@ -9,14 +9,13 @@
 
 Importing it imports none of the server's dependencies (Flask, Redis,
 GitPython) nor its serving modules. It shares with the server what makes a
-local render the server's render: ``rendering``, ``agents`` (output
-parsers), ``format.definition``, ``format.inputschema`` (the input budget)
-and ``format.bundle``, ``store.releases``
-(ranges resolve as the server resolves them), ``models`` and ``errors``
+local render the server's render: ``rendering``, ``format.parsers``
+(output parsers), ``format.definition``, ``format.inputschema`` (the input
+budget), ``format.bundle`` and ``format.versions`` (ranges match as the
+server matches them), ``models`` and ``errors``
 (tests/test_layering.py holds it to that). See docs/client.md.
 """
 
-from registry.agents.parsers import FinalAnswer, ParseError, ParseResult, ToolCall
 from registry.client.agent import Agent, Source
 from registry.client.aio import AsyncRegistryClient
 from registry.client.core import Releases, RetryPolicy
@@ -35,6 +34,7 @@ from registry.errors import (
     Unauthorized,
 )
 from registry.format.bundle import Bundle
+from registry.format.parsers import FinalAnswer, ParseError, ParseResult, ToolCall
 from registry.models import Message, Prompt, Release, Resolution
 
 __all__ = [

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from registry.agents.parsers import ParseResult
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, RenderError
 from registry.format.definition import CompiledAgent, compile_definition
 from registry.format.inputschema import MAX_VALIDATED_DEPTH
+from registry.format.parsers import ParseResult
 from registry.models import Prompt, Resolution
 from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 

@@ -32,8 +32,8 @@ from registry.errors import (
 )
 from registry.format.bundle import Bundle, BundledAgent
 from registry.format.definition import check_agent_name
+from registry.format.versions import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
 from registry.models import Issue, Message, Prompt, Release, Resolution
-from registry.store.releases import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
 
 log = logging.getLogger("registry.client")
 

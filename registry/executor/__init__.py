@@ -18,8 +18,8 @@ context, budget, outcomes), ``leaves`` (the loop per agent type),
 ``executor`` (the public entry and ``RunResult``). See docs/executor.md.
 
 May import: ``registry.client`` (agents are fetched through it and nothing
-else), ``registry.agents``, ``registry.format`` (definitions, inputs
-schemas, composites), ``registry.rendering``, ``registry.errors`` and
+else), ``registry.format`` (definitions, inputs schemas, composites,
+output parsers), ``registry.rendering``, ``registry.errors`` and
 ``registry.models``; never the server (``serving``, ``store``, ``authoring``)
 nor its dependencies: a gateway runs agents with the client's dependencies,
 ``openai`` and, for MCP tools, ``mcp``.

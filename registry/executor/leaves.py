@@ -27,7 +27,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from registry.agents.parsers import FinalAnswer, ParseError, ToolCall
 from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor.chat import ChatReply, ChatRequest
@@ -36,6 +35,7 @@ from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, R
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
+from registry.format.parsers import FinalAnswer, ParseError, ToolCall
 from registry.models import shorten
 
 DEFAULT_TOP_K = 4

@@ -37,10 +37,10 @@ from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from registry.agents.parsers import OutputParser
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, NotAPrompt, PayloadTooLarge, summarize
 from registry.format.composite import Pattern, local_issues, read_pattern
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
+from registry.format.parsers import OutputParser
 from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
 from registry.rendering.sandbox import (

@@ -39,7 +39,6 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from registry.agents.parsers import ParseResult
 from registry.errors import (
     AgentNotFound,
     InvalidDefinition,
@@ -55,7 +54,9 @@ from registry.format.bundle import BundleRelease, encode_bundle
 from registry.format.definition import check_agent_name
 from registry.format.diff import LibraryDiff, diff_catalogs
 from registry.format.loading import LoadedAgent, ReleaseCatalog
+from registry.format.parsers import ParseResult
 from registry.format.safeyaml import YamlLimits
+from registry.format.versions import ChannelSelector, ExactSelector, Selector, parse_selector
 from registry.models import AgentSummary, Prompt, Release, Resolution
 from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
 from registry.serving.cache import AgentKey, ContentCache, MemoryTier
@@ -64,7 +65,7 @@ from registry.serving.metrics import Metrics
 from registry.store.channels import ChannelTable
 from registry.store.mirror import NOT_SYNCED, SYNC_FAILING, Syncer, SyncStatus
 from registry.store.protocol import Store
-from registry.store.releases import ChannelSelector, ExactSelector, ReleaseIndex, Selector, parse_selector
+from registry.store.releases import ReleaseIndex
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,9 @@
 
 Owns the ``Store`` protocol (its trees are the format's ``Tree``), the git
 store and the worktree, the mirror of a remote and its sync, the memory of
-tag commits, releases and ranges, channels, which repository a command
-reads, and the example library.
+tag commits, the release index (versions and ranges themselves are the
+format's), channels, which repository a command reads, and the example
+library.
 
 May import: ``registry.errors``, ``registry.models``, ``registry.settings``
 and ``registry.format`` (a tree's files are definitions). Nothing of

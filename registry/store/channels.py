@@ -22,15 +22,9 @@ from typing import Any
 
 from registry.errors import InvalidRequest, ReleaseNotFound
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
+from registry.format.versions import CHANNEL_NAME, ExactSelector, LatestSelector, RangeSelector, parse_selector
 from registry.models import Issue, Release, shorten
-from registry.store.releases import (
-    CHANNEL_NAME,
-    ExactSelector,
-    LatestSelector,
-    RangeSelector,
-    ReleaseIndex,
-    parse_selector,
-)
+from registry.store.releases import ReleaseIndex
 
 _CHANNELS_LIMITS = YamlLimits(max_bytes=64 * 1024, max_depth=4, max_nodes=10_000)
 

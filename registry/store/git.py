@@ -26,9 +26,10 @@ from cachetools import LRUCache
 from gitdb.util import hex_to_bin
 
 from registry.errors import ReleaseNotFound, StoreError
+from registry.format.versions import parse_version, release_for_tag
 from registry.models import Release
 from registry.store.channels import ChannelTable
-from registry.store.releases import ReleaseIndex, parse_version, release_for_tag
+from registry.store.releases import ReleaseIndex
 from registry.store.tagmemory import InMemoryTagMemory, TagMemory
 
 log = logging.getLogger(__name__)
