@@ -39,7 +39,8 @@ from jsonschema.exceptions import ValidationError
 
 from registry.agents.parsers import OutputParser
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, NotAPrompt, PayloadTooLarge, summarize
-from registry.format.composite import Pattern, local_issues, read_pattern
+from registry.format.composite import Pattern, read_pattern
+from registry.format.composite_local import local_issues
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
