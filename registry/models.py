@@ -71,7 +71,7 @@ class Issue:
     hint: str | None = None
     rule: str | None = None
     """The check that found it, a stable id (``schema``, ``yaml-syntax``,
-    ``undeclared-variable``, ...; see ``registry.authoring.lint.RULES``)."""
+    ``undeclared-variable``, ...; see ``registry.authoring.lintreport.RULES``)."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "message": self.message}

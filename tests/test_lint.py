@@ -10,8 +10,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-from registry.authoring.lint import RULES, LintReport, lint, open_worktree_catalog
+from registry.authoring.lint import lint, open_worktree_catalog
 from registry.authoring.lintformat import as_codequality, as_json, as_junit, as_text
+from registry.authoring.lintreport import RULES, LintReport
 from registry.errors import RenderError
 from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits

@@ -8,7 +8,7 @@ import json
 from xml.etree import ElementTree
 
 from registry.authoring.colour import paint
-from registry.authoring.lint import RULES, Finding, LintReport
+from registry.authoring.lintreport import RULES, Finding, LintReport
 from registry.models import location, plural
 
 FORMATS = ("text", "json", "junit", "codequality")

@@ -38,7 +38,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, NotAPrompt, PayloadTooLarge, summarize
-from registry.format.composite import Pattern, local_issues, read_pattern
+from registry.format.composite import Pattern, read_pattern
+from registry.format.composite_local import local_issues
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.parsers import OutputParser
 from registry.format.safeyaml import JsonPath, YamlDocument

@@ -19,7 +19,8 @@ from typing import Any
 from jinja2 import TemplateNotFound
 
 from registry.errors import AgentNotFound, InvalidDefinition, RegistryError, summarize
-from registry.format.composite import AgentFacts, Checked, CompositeGraph, composite_facts, leaf_facts
+from registry.format.composite import AgentFacts, composite_facts, leaf_facts
+from registry.format.composite_graph import Checked, CompositeGraph
 from registry.format.definition import (
     NAME_PATTERN,
     CompiledAgent,
@@ -333,7 +334,7 @@ class ReleaseCatalog:
         alone: bool,
     ) -> LoadedAgent | InvalidDefinition:
         """A composite: valid when every agent it references, in this
-        release, is, and the pattern fits them (``registry.format.composite``).
+        release, is, and the pattern fits them (``registry.format.composite_graph``).
         Its digest covers the digest of every agent it can run."""
         agent = f"{usecase}/{name}"
         standalone = LoadedAgent(

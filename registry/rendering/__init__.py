@@ -2,7 +2,10 @@
 
 Owns the sandboxed environment and template compilation, the render budget
 (output, loop iterations, the clock) and the size estimates behind it. The
-server and the client render through it alike.
+server and the client render through it alike. ``analysis`` reads a
+template's syntax tree for the checks of the format and of lint (what an
+expression reads, what a template includes), so that nothing outside
+``rendering`` walks Jinja's nodes.
 
 Every Jinja name beyond Jinja's documented API that the guard needs is
 reached through ``jinja_internals``, which says why for each one

@@ -1,0 +1,122 @@
+"""What lint reports beyond what serving needs, one definition at a time.
+
+A definition outside ``<usecase>/<name>.yml`` or with a name the registry
+cannot serve; inputs no template reads, and includes computed at render
+time (so lint cannot follow them); tools a template names (``Action: x``)
+that the definition does not declare, ``x-`` keys on tools that look like a
+misspelt one the executor reads, and JSON examples of the reply format that
+a ``react_json`` agent's own parser would reject.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from registry.authoring.lintreport import Finding, finding
+from registry.format.definition import NAME_PATTERN, TOOL_EXTENSIONS
+from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
+from registry.format.parsers import OutputParser, ParseError
+from registry.models import close_matches, did_you_mean, shorten
+
+
+def layout_finding(parts: list[str], file: str) -> Finding | None:
+    """Why a definition at ``parts`` (its path under the agents root) is not
+    served, or None when it is where it should be."""
+    if not file.endswith(DEFINITION_SUFFIX):
+        return finding("layout", file, "definitions end in .yml", hint="rename it to .yml")
+    if len(parts) != 2:
+        where = "directly under the agents root" if len(parts) == 1 else "nested more than one directory deep"
+        return finding("layout", file, f"a definition {where} is not served")
+    usecase, name = parts[0], parts[1][: -len(DEFINITION_SUFFIX)]
+    for label, value in (("usecase", usecase), ("name", name)):
+        if not NAME_PATTERN.fullmatch(value):
+            return finding("name", file, f"{label} {value!r} is not a valid name, so the agent is not served")
+    return None
+
+
+def usage_warnings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
+    """Inputs no template reads, and includes computed at render time."""
+    compiled = loaded.compiled
+    inputs = loaded.definition.get("inputs")
+    properties = inputs.get("properties") if isinstance(inputs, dict) else None
+    # With a computed include, any partial may read any input.
+    if isinstance(properties, dict) and not compiled.dynamic_includes:
+        for unused in sorted(set(properties) - compiled.variables):
+            yield finding(
+                "unused-input",
+                file,
+                f"input {unused!r} is declared but no template reads it",
+                at=("inputs", "properties", unused),
+            )
+    if compiled.dynamic_includes:
+        yield finding(
+            "dynamic-include",
+            file,
+            "a template computes an include name at render time",
+            at=("prompt_templates",),
+        )
+
+
+_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*[`'\"*]*([A-Za-z_][A-Za-z0-9_]*)[`'\"*]*[ \t]*$", re.MULTILINE)
+_REPLY_KEYS = {"thought", "action", "answer"}
+
+
+def tool_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
+    """Tools the templates name must exist; for react_json agents, every JSON
+    example of the reply format must be one the agent's parser accepts."""
+    declared = loaded.definition.get("tools")
+    texts = [*loaded.definition.get("prompt_templates", {}).items(), *loaded.partials.items()]
+    if isinstance(declared, list):
+        yield from _tool_extension_findings(declared, file)
+        names = {tool.get("name") for tool in declared if isinstance(tool, dict)}
+        for where, text in texts:
+            for match in _ACTION_LINE.finditer(text):
+                if match.group(1) not in names:
+                    yield finding("unknown-tool", file, f"{where}: 'Action: {match.group(1)}' names no declared tool")
+    spec = loaded.definition.get("output_parser")
+    if isinstance(spec, dict) and spec.get("type") == "react_json":
+        parser = OutputParser.from_definition(loaded.definition)
+        for where, text in texts:
+            for example in _json_objects(text):
+                if _REPLY_KEYS & set(example):
+                    result = parser.parse(json.dumps(example))
+                    if isinstance(result, ParseError):
+                        yield finding(
+                            "react-example",
+                            file,
+                            f"{where}: the example {shorten(json.dumps(example), 80)} is rejected by the parser"
+                            f" ({result.reason}: {shorten(result.observation, 120)})",
+                        )
+
+
+def _tool_extension_findings(declared: list[Any], file: str) -> Iterable[Finding]:
+    """An ``x-`` key close to one the executor reads (``x-requires-aproval``),
+    or about approval at all (``x-approval``), would silently run the tool
+    without approval: say so."""
+    for index, tool in enumerate(declared):
+        for key in tool if isinstance(tool, dict) else ():
+            if isinstance(key, str) and key.startswith("x-") and key not in TOOL_EXTENSIONS:
+                hint = did_you_mean(close_matches(key, TOOL_EXTENSIONS, cutoff=0.75))
+                if hint is None and "approv" in key.lower():  # x-approval, x-approve, x-needs-approving
+                    hint = did_you_mean(["x-requires-approval"])
+                if hint:
+                    message = f"tool {tool.get('name')!r}: {key!r} is not read by the executor"
+                    yield finding("tool-extension", file, message, hint=hint, at=("tools", index, key))
+
+
+def _json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every JSON object literally in ``text`` (Jinja's {{ }} and {% %} are not JSON)."""
+    decoder = json.JSONDecoder()
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            yield value
+        position = text.find("{", end)
