@@ -16,17 +16,17 @@ from registry.settings import Settings
 settings = Settings.from_env()
 
 # First of all: GitPython, redis and prometheus_client must bind gevent's
-# socket and subprocess, not the blocking ones (registry.serving.geventserve).
-from registry.serving.geventserve import patch_for  # noqa: E402
+# socket and subprocess, not the blocking ones (registry.web.geventpatch).
+from registry.web.geventpatch import patch_for  # noqa: E402
 
 patch_for(settings)
 
-from registry.serving.metricsdir import prepare_metrics_directory  # noqa: E402
+from registry.web.metricsdir import prepare_metrics_directory  # noqa: E402
 
 # Before anything imports prometheus_client: every worker's metrics are
 # added up through files in this directory.
 prepare_metrics_directory()
 
-from registry.serving.server import gunicorn_options  # noqa: E402
+from registry.web.server import gunicorn_options  # noqa: E402
 
 globals().update(gunicorn_options(settings))

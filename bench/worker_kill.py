@@ -18,7 +18,7 @@ Two configurations, one after the other:
   kept       connections are kept for as long as the client keeps them
              (a configuration that turns off the registry's pre_request hook)
   closed     the registry's own configuration: a connection is closed after
-             registry.serving.server.REQUESTS_PER_CONNECTION requests
+             registry.web.server.REQUESTS_PER_CONNECTION requests
 
 Prints Markdown tables, ready for BENCHMARKS.md.
 """

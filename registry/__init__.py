@@ -9,6 +9,9 @@ what it may import; data flows down this list, never up):
 - ``format``: the definition format: schema, YAML, model, inputs, bundles,
   output parsers (shared by the client and the executor);
 - ``store``: releases and their files, from git or a directory;
+- ``web``: what both HTTP servers share: problem responses, bearer tokens,
+  body limits and deadlines, the slow lane, gunicorn, multiprocess metrics
+  and gevent's patching;
 - ``serving``: the service, the HTTP API, the web UI and the WSGI server;
 - ``authoring``: lint, examples, diff, scaffolding;
 - ``client``: the gateway's client, which imports no server dependency;

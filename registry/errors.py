@@ -3,7 +3,7 @@
 Every error the registry raises on purpose is a ``RegistryError``. Each class
 carries the problem ``slug`` and HTTP ``status`` it is answered with; the HTTP
 layer maps them to RFC 9457 problem responses in one place
-(``registry.serving.problems``) and the client maps the same slugs back to the same
+(``registry.web.problems``) and the client maps the same slugs back to the same
 classes.
 
     RegistryError

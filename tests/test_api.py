@@ -521,7 +521,7 @@ def test_concurrent_requests_for_different_releases_never_mix_answers(app, relea
 
 def test_every_error_class_has_a_described_and_documented_problem_type() -> None:
     from registry.errors import ERRORS_BY_SLUG
-    from registry.serving.problems import PROBLEM_DESCRIPTIONS
+    from registry.web.problems import PROBLEM_DESCRIPTIONS
 
     documented = set(openapi_document()["components"]["schemas"]["Problem"]["properties"]["type"]["enum"])
     for slug in ERRORS_BY_SLUG:

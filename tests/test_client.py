@@ -99,7 +99,7 @@ def test_importing_the_client_pulls_in_no_server_dependency() -> None:
         "server = {'flask', 'werkzeug', 'redis', 'git', 'gunicorn', 'prometheus_client'}\n"
         "ours = {'registry.serving.api', 'registry.serving.app', 'registry.serving.service', 'registry.store.git', 'registry.store.worktree',"
         " 'registry.serving.cache', 'registry.serving.server', 'registry.format.loading', 'registry.store.protocol', 'registry.store.mirror',"
-        " 'registry.serving.events', 'registry.serving.metrics', 'registry.serving.problems', 'registry.settings', 'registry.cli.main'}\n"
+        " 'registry.serving.events', 'registry.serving.metrics', 'registry.web.problems', 'registry.settings', 'registry.cli.main'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in server or m in ours))\n"
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)

@@ -167,7 +167,7 @@ def test_the_serving_process_imports_only_what_the_package_declares() -> None:
     # to start because gunicorn's gevent worker needs `packaging`, which only
     # the test extras had installed.
     probe = (
-        "import sys, registry.serving.geventserve, registry.cli.main, registry.serving.app, registry.serving.server, registry.store.example;"
+        "import sys, registry.cli.geventmain, registry.cli.main, registry.serving.app, registry.serving.server, registry.store.example;"
         " import gunicorn.workers.ggevent;"
         " print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))"
     )

@@ -1,6 +1,7 @@
 """The import layering of registry/: each package imports only what its
-docstring says it may (registry/__init__.py and registry/*/__init__.py), and
-the client none of the server's dependencies, however indirectly.
+docstring says it may (registry/__init__.py and registry/*/__init__.py), the
+client none of the server's dependencies, however indirectly, and the Agent
+Protocol service nothing of the registry's store and service.
 
 Every import counts, those inside functions and under ``TYPE_CHECKING``
 too: an import deferred is a dependency all the same.
@@ -9,6 +10,9 @@ too: an import deferred is a dependency all the same.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +33,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry.rendering": ("registry.errors", "registry.models"),
     "registry.format": ("registry.errors", "registry.models", "registry.rendering"),
     "registry.store": ("registry.errors", "registry.models", "registry.settings", "registry.format"),
-    "registry.serving": (*SHARED, *BELOW_SERVING),
+    # What both HTTP servers share: nothing of git, Redis or either service.
+    "registry.web": SHARED,
+    "registry.serving": (*SHARED, *BELOW_SERVING, "registry.web"),
     "registry.authoring": (
         *SHARED,
         *BELOW_SERVING,
@@ -66,9 +72,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
         "registry.rendering",
         "registry.format.definition",
-        "registry.serving.problems",
-        "registry.serving.auth",
-        "registry.serving.server",
+        "registry.web",
     ),
     "registry.cli": ("registry",),
     # Entry points: `python -m registry`, and `registry.app:create_app` as
@@ -79,16 +83,19 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 
 # Allowed by design although the table says otherwise: the importer, the
 # imported module, and why.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("registry.serving.geventserve", "registry.cli.main"): (
-        "an entry point: patches the standard library for gevent, then runs the command line again"
-    ),
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Never imported by the client, directly or through the modules it imports.
 SERVER_DEPENDENCIES = frozenset(
     {"flask", "flask_swagger_ui", "werkzeug", "redis", "git", "gitdb", "gunicorn", "prometheus_client", "gevent"}
 )
+
+# Never loaded by the Agent Protocol service (``prompt-registry agents
+# serve``), directly or through the modules it imports: the registry's store
+# and service, and what only they need. What the client may import of the
+# store (it resolves release ranges as the server does) is the client's.
+NOT_FOR_THE_PROTOCOL = frozenset({"git", "gitdb", "redis", "flask_swagger_ui"})
+REGISTRY_ONLY = ("registry.serving", "registry.store")
 
 
 @dataclass(frozen=True)
@@ -185,11 +192,13 @@ def test_every_exception_is_still_needed() -> None:
     assert not gone, f"no longer imported, so remove from EXCEPTIONS in {Path(__file__).name}: {gone}"
 
 
-@pytest.mark.parametrize("package", ["registry.client", "registry.executor"])
-def test_the_client_and_executor_import_no_server_dependency_however_indirectly(package: str) -> None:
-    # Breadth first from the package's modules, remembering who imported
-    # whom, so that a failure shows the whole chain. Importing a module runs
-    # the __init__ of every package above it, so those count as imported.
+def reached_from(package: str, unwanted: Callable[[str], bool]) -> list[str]:
+    """Every import of an ``unwanted`` module by ``package``'s modules or the
+    modules they import, however indirectly, each with its chain of importers.
+
+    Breadth first from the package's modules, remembering who imported
+    whom, so that a failure shows the whole chain. Importing a module runs
+    the __init__ of every package above it, so those count as imported."""
     start = [name for name in MODULES if within(name, package)]
     importer: dict[str, str | None] = dict.fromkeys(start)
     pending = list(start)
@@ -197,8 +206,7 @@ def test_the_client_and_executor_import_no_server_dependency_however_indirectly(
     while pending:
         name = pending.pop(0)
         for found in imports_of(name):
-            top = found.imported.split(".")[0]
-            if top in SERVER_DEPENDENCIES:
+            if unwanted(found.imported):
                 chain = [name]
                 while (previous := importer[chain[-1]]) is not None:
                     chain.append(previous)
@@ -209,4 +217,42 @@ def test_the_client_and_executor_import_no_server_dependency_however_indirectly(
                 if module in MODULES and module not in importer:
                     importer[module] = name
                     pending.append(module)
+    return reached
+
+
+def is_server_dependency(module: str) -> bool:
+    return module.split(".")[0] in SERVER_DEPENDENCIES
+
+
+def is_not_for_the_protocol(module: str) -> bool:
+    if module.split(".")[0] in NOT_FOR_THE_PROTOCOL:
+        return True
+    if not any(within(module, package) for package in REGISTRY_ONLY):
+        return False
+    # The client's modules, and the packages that hold them (their __init__ runs first).
+    return not any(within(module, allowed) or within(allowed, module) for allowed in MAY_IMPORT["registry.client"])
+
+
+@pytest.mark.parametrize("package", ["registry.client", "registry.executor"])
+def test_the_client_and_executor_import_no_server_dependency_however_indirectly(package: str) -> None:
+    reached = reached_from(package, is_server_dependency)
     assert not reached, f"{package} imports a server dependency:\n" + "\n".join(reached)
+
+
+def test_the_agent_protocol_service_imports_nothing_of_the_registrys_store_or_service() -> None:
+    reached = reached_from("registry.protocol", is_not_for_the_protocol)
+    assert not reached, "registry.protocol imports what only the registry needs:\n" + "\n".join(reached)
+
+
+def test_starting_the_agent_protocol_service_loads_no_git_redis_or_swagger_ui() -> None:
+    # What `prompt-registry agents serve` builds its server from; the
+    # migrations are scripts Alembic runs, not modules to import.
+    modules = [
+        name
+        for name in MODULES
+        if within(name, "registry.protocol") and not within(name, "registry.protocol.migrations")
+    ]
+    program = f"import sys, {', '.join(modules)}\nprint('\\n'.join(sorted(sys.modules)))\n"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60)
+    loaded = [module for module in result.stdout.split() if is_not_for_the_protocol(module)]
+    assert loaded == []

@@ -9,7 +9,7 @@ from flask import Flask
 
 from registry.errors import InvalidInputs, ReleaseNotFound
 from registry.models import Issue
-from registry.serving.problems import register_error_handlers
+from registry.web.problems import register_error_handlers
 
 
 @pytest.fixture

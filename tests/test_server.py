@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import psutil
 import pytest
 
-from registry.serving.server import REQUESTS_PER_CONNECTION
 from registry.settings import BUNDLED_LIBRARY
+from registry.web.server import REQUESTS_PER_CONNECTION
 from tests.servers import RegistryProcess, clean_environment, established_connections, keep_alive_load, live_workers
 
 
@@ -172,7 +172,7 @@ prompt_templates:
 
 def test_a_long_render_lets_other_requests_through_between_its_slices(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """One gevent worker: a render that computes for seconds must not hold
-    every other request of its worker until it is done (registry.serving.slowlane)."""
+    every other request of its worker until it is done (registry.web.slowlane)."""
     agents = tmp_path / "ai_gateway" / "agents" / "slow"
     agents.mkdir(parents=True)
     (agents / "spin.yml").write_text(_SPINNING_AGENT)

@@ -47,9 +47,9 @@ from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, NotFound, RegistryError, RegistryUnavailable
 from registry.format.bundle import Bundle
 from registry.models import location, plural
-from registry.serving.metricsdir import prepare_metrics_directory
 from registry.settings import DEFAULT_ROOT, Settings, environment_for, redact
 from registry.store.checkout import Library, configured_root, existing_directory, find_library
+from registry.web.metricsdir import prepare_metrics_directory
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService
@@ -470,18 +470,18 @@ def _worker_class(args: argparse.Namespace) -> str:
 
 
 def _gevent_patched() -> bool:
-    from registry.serving.geventserve import patched
+    from registry.web.geventpatch import patched
 
     return patched()
 
 
 def _exec_patched_for_gevent() -> NoReturn:
     """Run this command again in a fresh interpreter that patches the standard
-    library for gevent first (``registry.serving.geventserve``): same arguments, same
+    library for gevent first (``registry.cli.geventmain``): same arguments, same
     environment, same process id, so signals reach gunicorn's master."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "registry.serving.geventserve", *sys.argv[1:]])
+    os.execv(sys.executable, [sys.executable, "-m", "registry.cli.geventmain", *sys.argv[1:]])
 
 
 def _check_port_is_free(host: str, port: int) -> None:

@@ -12,9 +12,9 @@ and ``store``
 May import: ``registry.executor`` and ``registry.client`` (agents are
 fetched and run through them), ``registry.rendering`` (the render limits
 inputs are checked under), ``registry.format.definition`` (the rule for an
-agent's name), the shared modules, and of the registry's
-HTTP layer only its problem responses and bearer-token checks
-(``registry.serving.problems``, ``registry.serving.auth``) and its
-gunicorn workers (``registry.serving.server``): one way to answer errors
-and tokens across both services.
+agent's name), the shared modules, and ``registry.web``, the HTTP layer
+both services share (problem responses, bearer tokens, gunicorn's
+workers): one way to answer errors and tokens across both. Nothing of the
+registry's service (``registry.serving``) or store: it loads neither git,
+Redis nor Swagger UI.
 """

@@ -19,7 +19,7 @@ from flask import Blueprint, Response, current_app, g, request
 from registry.errors import InvalidRequest, PayloadTooLarge, Unauthorized
 from registry.protocol.records import ArtifactRecord, StepRecord, TaskRecord
 from registry.protocol.service import Caller, Page, TaskService
-from registry.serving.auth import bearer_token, token_matches
+from registry.web.auth import bearer_token, token_matches
 
 bp = Blueprint("agent_protocol", __name__, url_prefix="/ap/v1/agent")
 

@@ -24,8 +24,8 @@ from registry.executor import Executor
 from registry.protocol.api import bp
 from registry.protocol.service import TaskService
 from registry.protocol.store import TaskStore
-from registry.serving.problems import register_error_handlers
 from registry.settings import Settings
+from registry.web.problems import register_error_handlers
 
 OPENAPI_FILE = Path(__file__).with_name("openapi.yaml")
 _MULTIPART_ALLOWANCE = 64 * 1024

@@ -15,8 +15,8 @@ from dataclasses import replace
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from registry.serving.server import gunicorn_options
 from registry.settings import Settings
+from registry.web.server import gunicorn_options
 
 
 class AgentProtocolServer(BaseApplication):

@@ -1,12 +1,14 @@
-"""The service and everything HTTP.
+"""The registry's service and everything HTTP that is the registry's own.
 
 Owns the registry's operations (``service``), the cache tiers and replica
-announcements, metrics, the one mapping of errors to problem responses, the
-API blueprint and its pages, the application factory and the WSGI server
-(gunicorn, gevent, the body deadline and the slow lane).
+announcements, its metrics, its routes' tokens and bodies, the API
+blueprint and its pages, the web UI, the application factory and
+``prompt-registry serve``'s gunicorn application. What it shares with the
+Agent Protocol service (problem responses, bearer tokens, body limits and
+deadlines, the slow lane, gunicorn's workers, multiprocess metrics, gevent)
+is ``registry.web``'s.
 
-May import: every package above it (format, rendering, store, agents) and
-the shared modules. Nothing of authoring or the client; of the CLI only
-``geventserve``, an entry point that patches the interpreter for gevent and
-then runs the command line again.
+May import: every package above it (format, rendering, store, agents),
+``registry.web`` and the shared modules. Nothing of authoring, the client,
+the protocol or the CLI.
 """

@@ -1,9 +1,9 @@
 """The HTTP API: parse the request, call one service method, serialise.
 
 Views know nothing of git, YAML or Jinja; errors are raised as
-``RegistryError`` and answered by ``registry.serving.problems``. Who may call
-what is ``registry.serving.auth``; reading and parsing request bodies is
-``registry.serving.requestbody``.
+``RegistryError`` and answered by ``registry.web.problems``. Who may call
+what is ``registry.serving.auth``; reading request bodies is
+``registry.web.requestbody``, parsing them ``registry.serving.requestbody``.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from werkzeug.routing import PathConverter, Rule
 from registry.errors import InvalidRequest, NotFound, Unauthorized
 from registry.models import Resolution, close_matches, did_you_mean, encode_json
 from registry.serving.auth import authenticate
-from registry.serving.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from registry.serving.metrics import SyncFacts
-from registry.serving.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
 from registry.serving.requestbody import parse_output as parse_output_body
-from registry.serving.requestbody import read_body, render_inputs
+from registry.serving.requestbody import render_inputs
 from registry.serving.service import RegistryService
 from registry.serving.webhooks import is_authentic
 from registry.settings import Settings
+from registry.web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from registry.web.problems import PROBLEM_DESCRIPTIONS, PROBLEM_TYPE_PREFIX
+from registry.web.requestbody import read_body
 
 bp = Blueprint("api", __name__)
 

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from flask import Flask
 
+from registry.rendering.sandbox import pausing
 from registry.serving import apidocs
 from registry.serving.api import (
     OPENAPI_KEY,
@@ -23,12 +24,12 @@ from registry.serving.api import (
     bp,
     declared_query_parameters,
 )
-from registry.serving.bodydeadline import BodyDeadline
-from registry.serving.problems import register_error_handlers
-from registry.serving.slowlane import SlowLane
 from registry.serving.ui import views as ui
 from registry.serving.wiring import build_service
 from registry.settings import Settings
+from registry.web.bodydeadline import BodyDeadline
+from registry.web.problems import register_error_handlers
+from registry.web.slowlane import SlowLane
 
 OPENAPI_FILE = Path(__file__).resolve().parent / "openapi.yaml"
 
@@ -63,6 +64,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions[QUERY_PARAMETERS_KEY] = declared_query_parameters(app.url_map.iter_rules(), document)
     register_error_handlers(app)
     app.wsgi_app = BodyDeadline(  # type: ignore[method-assign]
-        SlowLane(app.wsgi_app), seconds=settings.body_seconds, max_bytes=settings.max_request_bytes
+        SlowLane(app.wsgi_app, pausing=pausing), seconds=settings.body_seconds, max_bytes=settings.max_request_bytes
     )
     return app

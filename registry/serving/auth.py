@@ -3,15 +3,15 @@
 ``/v1/admin/`` always needs an admin token. The rest of ``/v1`` needs an API
 token when any are configured, except the git webhook, which carries its own
 secret (``registry.serving.webhooks``). Probes, metrics and the API
-description stay open.
+description stay open. Reading and comparing the tokens is shared with the
+Agent Protocol service (``registry.web.auth``).
 """
 
 from __future__ import annotations
 
-import hmac
-
 from registry.errors import Unauthorized
 from registry.settings import Settings
+from registry.web.auth import bearer_token, token_matches
 
 WEBHOOK_PATH = "/v1/hooks/git"
 
@@ -32,22 +32,3 @@ def _require_bearer(authorization: str, tokens: tuple[str, ...], unconfigured: s
         raise Unauthorized(unconfigured, bearer=True)
     if not token_matches(bearer_token(authorization), tokens):
         raise Unauthorized("the bearer token is not valid", bearer=True)
-
-
-def bearer_token(authorization: str) -> str:
-    """The token of an ``Authorization: Bearer <token>`` header; ``Unauthorized`` without one."""
-    scheme, _, credentials = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not credentials.strip():
-        raise Unauthorized("send the token as 'Authorization: Bearer <token>'", bearer=True)
-    return credentials.strip()
-
-
-def token_matches(supplied: str, tokens: tuple[str, ...]) -> bool:
-    """Whether ``supplied`` is one of ``tokens``. Every token is compared, in
-    constant time each, so neither the timing nor the number of comparisons
-    tells which token came close."""
-    given = supplied.encode("latin-1", "replace")
-    matched = False
-    for token in tokens:
-        matched |= hmac.compare_digest(given, token.encode("utf-8"))
-    return matched

@@ -1,13 +1,9 @@
 """Prometheus metrics: what ``GET /metrics`` reports.
 
 Each application has its own ``Metrics`` (so that two applications in one
-test process count separately). Under gunicorn every worker is a process of
-its own, and Prometheus scrapes whichever worker the connection lands on; so
-``prompt-registry serve`` runs prometheus_client's multiprocess mode: it sets
-``PROMETHEUS_MULTIPROC_DIR`` before this module is first imported
-(``registry.serving.metricsdir``), each
-worker writes its values to files there, and any worker's ``/metrics`` adds
-them all up (see ``exposition``).
+test process count separately). Under gunicorn ``prompt-registry serve``
+runs prometheus_client's multiprocess mode, so that any worker's
+``/metrics`` adds up every worker's values (``registry.web.metrics``).
 
 Values that are facts about the registry rather than counts of events (the
 last sync, whether Redis answers) are read at scrape time by a collector, so
@@ -16,27 +12,19 @@ every worker reports the same.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from registry.serving.metricsdir import MULTIPROCESS_VARIABLE
 from registry.store.mirror import READINESS_STATES
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from registry.web.metrics import exposition
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _GIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
-
-
-def multiprocess_mode() -> bool:
-    """Whether values are shared through files between worker processes."""
-    return bool(os.environ.get(MULTIPROCESS_VARIABLE))
 
 
 class Metrics:
@@ -111,27 +99,7 @@ class Metrics:
 
     def exposition(self, *facts: Collector) -> bytes:
         """The text format of every metric, across all workers when there are several."""
-        if multiprocess_mode():
-            registry = CollectorRegistry()
-            multiprocess.MultiProcessCollector(registry)
-        else:
-            registry = self.registry
-        scrape = _ScrapeRegistry(registry, facts)
-        return generate_latest(scrape)
-
-
-class _ScrapeRegistry:
-    """A registry's metrics plus scrape-time facts, without registering the
-    facts permanently (collectors can be registered only once)."""
-
-    def __init__(self, registry: CollectorRegistry, facts: tuple[Collector, ...]) -> None:
-        self._registry = registry
-        self._facts = facts
-
-    def collect(self) -> Iterator[Any]:
-        yield from self._registry.collect()
-        for fact in self._facts:
-            yield from fact.collect()
+        return exposition(self.registry, facts)
 
 
 class SyncFacts(Collector):
@@ -179,9 +147,3 @@ class SyncFacts(Collector):
         yield failing_for
         yield readiness
         yield cleared
-
-
-def worker_exited(pid: int) -> None:
-    """Tell multiprocess mode a worker is gone (gunicorn's ``child_exit``)."""
-    if multiprocess_mode():
-        multiprocess.mark_process_dead(pid)

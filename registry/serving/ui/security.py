@@ -21,9 +21,9 @@ from typing import Any
 from flask import Flask, Response, current_app, g, request, session
 
 from registry.errors import InvalidRequest
-from registry.serving.auth import token_matches
 from registry.serving.ui.sessions import UiSessions
 from registry.settings import Settings
+from registry.web.auth import token_matches
 
 SESSIONS_KEY = "prompt_registry.ui.sessions"
 

@@ -6,7 +6,7 @@ of its body every few seconds would keep a greenlet, and a socket, for as
 long as it liked. ``BodyDeadline`` wraps the WSGI application and reads the
 whole body (at most one byte more than the largest accepted) within
 ``seconds``; a client that is slower is answered ``408 request-timeout``. The
-application then reads the body from memory, and ``registry.serving.slowlane``
+application then reads the body from memory, and ``registry.web.slowlane``
 knows its size before the application starts on it.
 
 The deadline is a ``gevent.Timeout``: it interrupts a read only where reads
@@ -24,8 +24,8 @@ from typing import Any
 import gevent
 
 from registry.errors import RequestTimeout
-from registry.serving.problems import problem_response
-from registry.serving.slowlane import BODY_BYTES_KEY
+from registry.web.problems import problem_response
+from registry.web.slowlane import BODY_BYTES_KEY
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -10,11 +10,12 @@ gateway's ``GET`` waits behind all of them.
 ``SlowLane`` gives each worker one lane for such work. A request enters it
 before its application code runs when its body is larger than
 ``HEAVY_BODY_BYTES``, and a render enters it once it has run
-``SLICE_SECONDS`` (``registry.rendering.sandbox.pausing``). In the lane a request
-waits for its turn, one at a time, and a long render yields after each
-slice, so that every cheap request ready in the meantime goes first. A
-request in the lane holds its turn until it is answered; waiting for a turn
-counts against its render deadline like any other time.
+``SLICE_SECONDS``: the application hands in the hook its long work calls
+between slices (the registry's: ``registry.rendering.sandbox.pausing``). In
+the lane a request waits for its turn, one at a time, and a long render
+yields after each slice, so that every cheap request ready in the meantime
+goes first. A request in the lane holds its turn until it is answered;
+waiting for a turn counts against its render deadline like any other time.
 
 Under gthread workers the same lane keeps the expensive requests to one
 thread of each worker's pool, leaving the others to cheap requests.
@@ -25,9 +26,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
-
-from registry.rendering.sandbox import pausing
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 # A render request of a few kilobytes parses in microseconds; one of 64 KiB
 # or more costs milliseconds (a 1 MiB body of small objects: 8 ms to parse).
@@ -36,18 +36,26 @@ HEAVY_BODY_BYTES = 64 * 1024
 # turns lasts after that: about twenty cheap requests.
 SLICE_SECONDS = 0.005
 BODY_BYTES_KEY = "registry.body_bytes"
-"""The WSGI environ key under which ``registry.serving.bodydeadline`` leaves the
+"""The WSGI environ key under which ``registry.web.bodydeadline`` leaves the
 size of the body it read."""
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+class Pausing(Protocol):
+    """A context in which long work calls ``pause`` (with its deadline, a
+    ``time.monotonic()`` value) every ``every`` seconds it runs."""
+
+    def __call__(self, pause: Callable[[float], None], *, every: float) -> AbstractContextManager[None]: ...
+
+
 class SlowLane:
     """WSGI middleware: one lane per worker for requests that cost much CPU."""
 
-    def __init__(self, app: WSGIApp) -> None:
+    def __init__(self, app: WSGIApp, *, pausing: Pausing) -> None:
         self._app = app
-        # Created after gevent patched the standard library (registry.serving.geventserve),
+        self._pausing = pausing
+        # Created after gevent patched the standard library (registry.web.geventpatch),
         # this is gevent's semaphore under gevent workers: waiting yields.
         self._turn = threading.BoundedSemaphore(1)
 
@@ -56,7 +64,7 @@ class SlowLane:
         if environ.get(BODY_BYTES_KEY, 0) > HEAVY_BODY_BYTES:
             ticket.wait(deadline=None)
         try:
-            with pausing(ticket.pause, every=SLICE_SECONDS):
+            with self._pausing(ticket.pause, every=SLICE_SECONDS):
                 # Flask builds the whole answer here (no view streams), so the
                 # work is done when this returns.
                 return self._app(environ, start_response)
