@@ -229,7 +229,7 @@ def test_the_readme_layout_lists_every_subpackage() -> None:
 
 
 def test_the_readme_says_where_agents_serve_keeps_its_tasks() -> None:
-    from registry.cli.run import default_data_dir
+    from registry.cli.agents import default_data_dir
 
     home = os.path.expanduser("~")
     where = default_data_dir({}).replace(home, "~", 1) + "/tasks.db"

@@ -1,5 +1,5 @@
-"""``prompt-registry run`` and ``prompt-registry index``: the executor from
-the command line.
+"""``prompt-registry run``: the executor from the command line, and the
+executor's options and bindings that ``agents serve`` shares.
 
 ``run`` fetches its agent through ``registry.client``: from a registry over
 HTTP (``--registry URL``), or from a library on this machine, served in
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -23,11 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry.authoring.commands import parse_inputs
+from registry.cli.sources import add_source_options, command_settings
 from registry.errors import ConfigurationError
 from registry.models import plural
 from registry.settings import Settings
 
 if TYPE_CHECKING:
+    from registry.cli.command import Commands
     from registry.client import RegistryClient
     from registry.executor.chat import ChatModel
     from registry.executor.executor import Executor, RunResult
@@ -37,8 +38,47 @@ if TYPE_CHECKING:
 SCRIPTED = "scripted:"
 
 
+def register(commands: Commands) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run an agent or a pattern against a chat model",
+        description="Run USECASE/NAME of a release (default: the latest) to its outcome against an"
+        " OpenAI-compatible model or a scripted one, with the tools and retrievers you bind. The agent"
+        " comes from a registry (--registry URL) or a library on this machine (--repo, --example, or the"
+        " checkout holding the current directory). Exit 0 when the run completes, 1 when it is blocked,"
+        " exhausted or failed, 2 on bad usage.",
+    )
+    run.add_argument("agent", metavar="USECASE/NAME")
+    run.add_argument("--release", help="version, range or channel (default: the latest release)")
+    run.add_argument("--registry", metavar="URL", help="fetch from this registry [REGISTRY_URL]")
+    run.add_argument("--token", help="bearer token for --registry [REGISTRY_TOKEN]")
+    add_source_options(run)
+    run.add_argument(
+        "--input", action="append", default=[], metavar="KEY=VALUE", help="an input; VALUE is JSON, or else a string"
+    )
+    run.add_argument("--inputs-file", metavar="FILE", help="a JSON or YAML file of inputs")
+    run.add_argument(
+        "--history", metavar="FILE", help="prior turns of the conversation: a JSON list of {role, content}"
+    )
+    add_run_options(run)
+    run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--trace-file", metavar="FILE", help="also write the run's trace there, as JSON")
+    run.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace, stack: ExitStack) -> int:
+    default_registry(args)
+    return run_command(args, stack, lambda: command_settings(args, stack))
+
+
+def default_registry(args: argparse.Namespace) -> None:
+    """With no library named, agents come from ``REGISTRY_URL`` when it is set."""
+    if args.registry is None and not any((args.repo, args.worktree, args.remote, args.example)):
+        args.registry = os.environ.get("REGISTRY_URL") or None
+
+
 def add_run_options(run: argparse.ArgumentParser) -> None:
-    """The executor's options, shared by ``run`` and (later) ``agents serve``."""
+    """The executor's options, shared by ``run`` and ``agents serve``."""
     model = run.add_argument_group("model")
     model.add_argument(
         "--model",
@@ -147,7 +187,7 @@ def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Call
             raise ConfigurationError(f"{name} must be more than 0 and at most 86400 seconds")
     inputs = dict(parse_inputs(args.input, args.inputs_file))
     history = _history(args.history) if args.history else []
-    client = stack.enter_context(_client(args, local_settings))
+    client = stack.enter_context(registry_client(args, local_settings))
     found_retrievers = retrievers(args)
     for retriever in found_retrievers.values():
         stack.callback(retriever.close)  # type: ignore[attr-defined]
@@ -181,7 +221,7 @@ async def _run_once(
         return await executor.arun(agent, inputs, release=release, history=history)
 
 
-def _client(args: argparse.Namespace, local_settings: Callable[[], Settings]) -> RegistryClient:
+def registry_client(args: argparse.Namespace, local_settings: Callable[[], Settings]) -> RegistryClient:
     import httpx
 
     from registry.client import RegistryClient
@@ -244,69 +284,3 @@ def _text(result: RunResult) -> str:
 def _calls(result: RunResult) -> str:
     calls = plural(result.llm_calls, "model call")
     return calls if result.llm_replies == result.llm_calls else f"{calls} ({result.llm_replies} answered)"
-
-
-def index_command(args: argparse.Namespace) -> int:
-    from registry.executor import build_index
-
-    if not 200 <= args.chunk_chars <= 20000:
-        raise ConfigurationError("--chunk-chars must be between 200 and 20000")
-    summary = build_index(args.directory, args.output, chunk_chars=args.chunk_chars)
-    print(
-        f"wrote {args.output}: {plural(summary.passages, 'passage')} from {plural(summary.files, 'file')}"
-        + (f", {plural(len(summary.skipped), 'file')} skipped" if summary.skipped else "")
-    )
-    for path, why in summary.skipped:
-        print(f"  skipped {path}: {why}", file=sys.stderr)
-    return 0
-
-
-def agents_serve_command(args: argparse.Namespace, settings: Settings, library: Settings | None) -> int:
-    """``agents serve``: the Agent Protocol service under gunicorn. Its
-    options are checked once here, before the workers start, so that a
-    mistake is one line now rather than a failure in every worker."""
-    from registry.protocol.app import create_app, database_url
-    from registry.protocol.server import AgentProtocolServer
-
-    if args.registry and not args.registry.startswith(("http://", "https://")):
-        raise ConfigurationError(f"--registry {args.registry!r}: expected an http(s) URL")
-    model_from(args, os.environ)
-    tool_providers(args)
-    for retriever in retrievers(args).values():
-        retriever.close()  # type: ignore[attr-defined]
-    url = database_url(settings)
-
-    def build() -> Any:
-        from registry.executor import Executor
-
-        client = _client(args, lambda: library) if library is not None else _client(args, _no_library)
-        executor = Executor(
-            model=model_from(args, os.environ),
-            registry=client,
-            tools=tool_providers(args),
-            retrievers=retrievers(args),
-            model_name=args.model_name,
-            model_map=model_map(args.model_map),
-            tool_timeout=args.tool_timeout,
-            run_timeout=args.timeout,
-            require_approval=settings.agents_require_approval,
-        )
-        return create_app(settings, executor=executor, registry=client)
-
-    logging.getLogger("registry").info(
-        "Agent Protocol service: agents from %s, tasks in %s",
-        args.registry or (library.source_description if library is not None else "?"),
-        url.split("@")[-1] if "@" in url else url,
-    )
-    AgentProtocolServer(settings, build).run()
-    return 0
-
-
-def _no_library() -> Settings:
-    raise ConfigurationError("give --registry URL, or a library (--repo PATH, --example)")
-
-
-def default_data_dir(environ: Mapping[str, str]) -> str:
-    """Where ``agents serve`` keeps its tasks when told nothing: the XDG data directory."""
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "prompt-registry", "agents")

@@ -1,0 +1,143 @@
+"""``prompt-registry agents serve``: the Agent Protocol service, under
+gunicorn, over the executor (``registry.protocol``).
+
+Its agents come from a registry (``--registry URL``, ``REGISTRY_URL``) or a
+library on this machine; its tasks are kept in a database (SQLite in the
+data directory by default). The executor's options are ``run``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Mapping
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
+
+from registry.cli.run import (
+    add_run_options,
+    default_registry,
+    model_from,
+    model_map,
+    registry_client,
+    retrievers,
+    tool_providers,
+)
+from registry.cli.serve import check_port_is_free
+from registry.cli.sources import add_source_options, command_settings
+from registry.errors import ConfigurationError
+from registry.settings import Settings
+
+if TYPE_CHECKING:
+    from registry.cli.command import Commands
+
+
+def register(commands: Commands) -> None:
+    agents = commands.add_parser(
+        "agents",
+        help="the Agent Protocol service: run agents as tasks, step by step",
+        description="Serve the Agent Protocol v1 (/ap/v1/agent/tasks, steps, artifacts) over the executor."
+        " See docs/agent-protocol.md.",
+    )
+    agents_commands = agents.add_subparsers(dest="agents_command", required=True, metavar="COMMAND")
+    agents_serve = agents_commands.add_parser(
+        "serve",
+        help="serve the Agent Protocol over HTTP",
+        description="Serve tasks of agents fetched from a registry (--registry URL) or a library on this"
+        " machine (--repo, --example, the checkout holding the current directory), run by the executor.",
+    )
+    agents_serve.add_argument("--registry", metavar="URL", help="fetch agents from this registry [REGISTRY_URL]")
+    agents_serve.add_argument("--token", help="bearer token for --registry [REGISTRY_TOKEN]")
+    add_source_options(agents_serve)
+    agents_serve.add_argument(
+        "--database-url",
+        help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: tasks.db in the data directory)"
+        " [REGISTRY_AGENTS_DATABASE_URL]",
+    )
+    agents_serve.add_argument(
+        "--release", help="the release of a task that names none (default: latest) [REGISTRY_AGENTS_RELEASE]"
+    )
+    agents_serve.add_argument(
+        "--require-approval",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="a tool that waits for the user's decision before it runs (repeatable) [REGISTRY_AGENTS_REQUIRE_APPROVAL]",
+    )
+    agents_serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
+    agents_serve.add_argument("--port", type=int, help="port (default 8090) [REGISTRY_PORT]")
+    agents_serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    agents_serve.add_argument("--threads", type=int, help="threads per worker, one step each (default 8)")
+    add_run_options(agents_serve)
+    agents_serve.set_defaults(handler=_agents_serve)
+
+
+def _agents_serve(args: argparse.Namespace, stack: ExitStack) -> int:
+    default_registry(args)
+    approvals = tuple(args.require_approval) or None
+    network = {
+        "host": args.host,
+        "port": args.port if args.port is not None else (None if "REGISTRY_PORT" in os.environ else 8090),
+        "workers": args.workers if args.workers is not None else 1,
+        "threads": args.threads if args.threads is not None else 8,
+        "agents_database_url": args.database_url,
+        "agents_release": args.release,
+        "agents_require_approval": approvals,
+    }
+    library = None if args.registry else command_settings(args, stack)
+    data_dir = args.data_dir or os.environ.get("REGISTRY_DATA_DIR") or default_data_dir(os.environ)
+    settings = Settings.from_env(repo="", worktree="", remote="", data_dir=data_dir, **network)
+    check_port_is_free(settings.host, settings.port)
+    return agents_serve_command(args, settings, library)
+
+
+def agents_serve_command(args: argparse.Namespace, settings: Settings, library: Settings | None) -> int:
+    """``agents serve``: the Agent Protocol service under gunicorn. Its
+    options are checked once here, before the workers start, so that a
+    mistake is one line now rather than a failure in every worker."""
+    from registry.protocol.app import create_app, database_url
+    from registry.protocol.server import AgentProtocolServer
+
+    if args.registry and not args.registry.startswith(("http://", "https://")):
+        raise ConfigurationError(f"--registry {args.registry!r}: expected an http(s) URL")
+    model_from(args, os.environ)
+    tool_providers(args)
+    for retriever in retrievers(args).values():
+        retriever.close()  # type: ignore[attr-defined]
+    url = database_url(settings)
+
+    def build() -> Any:
+        from registry.executor import Executor
+
+        client = registry_client(args, lambda: library) if library is not None else registry_client(args, _no_library)
+        executor = Executor(
+            model=model_from(args, os.environ),
+            registry=client,
+            tools=tool_providers(args),
+            retrievers=retrievers(args),
+            model_name=args.model_name,
+            model_map=model_map(args.model_map),
+            tool_timeout=args.tool_timeout,
+            run_timeout=args.timeout,
+            require_approval=settings.agents_require_approval,
+        )
+        return create_app(settings, executor=executor, registry=client)
+
+    logging.getLogger("registry").info(
+        "Agent Protocol service: agents from %s, tasks in %s",
+        args.registry or (library.source_description if library is not None else "?"),
+        url.split("@")[-1] if "@" in url else url,
+    )
+    AgentProtocolServer(settings, build).run()
+    return 0
+
+
+def _no_library() -> Settings:
+    raise ConfigurationError("give --registry URL, or a library (--repo PATH, --example)")
+
+
+def default_data_dir(environ: Mapping[str, str]) -> str:
+    """Where ``agents serve`` keeps its tasks when told nothing: the XDG data directory."""
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "prompt-registry", "agents")
