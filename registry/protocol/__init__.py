@@ -12,7 +12,7 @@ and ``store``
 May import: ``registry.executor`` and ``registry.client`` (agents are
 fetched and run through them), ``registry.rendering`` (the render limits
 inputs are checked under), ``registry.format.definition`` (the rule for an
-agent's name), the shared modules, and of the registry's
+agent's name, and the compiled agent whose typed views it reads), the shared modules, and of the registry's
 HTTP layer only its problem responses and bearer-token checks
 (``registry.serving.problems``, ``registry.serving.auth``) and its
 gunicorn workers (``registry.serving.server``): one way to answer errors
