@@ -15,6 +15,7 @@ tools), ``mcp_tools`` (tools from MCP servers), ``retrieval`` (retrievers
 and the embedded SQLite FTS5 index), ``runtime`` (what a run shares:
 context, budget, outcomes), ``leaves`` (the loop per agent type),
 ``patterns`` (composites), ``trace`` and ``otel`` (what a run did),
+``sources`` (the registry clients it fetches agents from, as protocols),
 ``executor`` (the public entry and ``RunResult``). See docs/executor.md.
 
 May import: ``registry.client`` (agents are fetched through it and nothing
@@ -31,6 +32,7 @@ from registry.executor.openai_chat import OpenAIChatModel
 from registry.executor.retrieval import Passage, Retriever, SqliteFtsRetriever, build_index
 from registry.executor.runtime import BLOCKED, COMPLETED, EXHAUSTED, FAILED, OUTCOMES
 from registry.executor.scripted import ScriptedModel
+from registry.executor.sources import AgentSource, AsyncAgentSource
 from registry.executor.tools import PythonTools, ToolBox, ToolProvider, ToolResult, UnboundTools
 from registry.executor.trace import Span, Trace
 
@@ -40,6 +42,8 @@ __all__ = [
     "EXHAUSTED",
     "FAILED",
     "OUTCOMES",
+    "AgentSource",
+    "AsyncAgentSource",
     "ChatModel",
     "ChatReply",
     "ChatRequest",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import threading
 import time
@@ -48,6 +47,7 @@ from registry.executor.runtime import (
     reference,
 )
 from registry.executor.scripted import ScriptedModel
+from registry.executor.sources import AgentSource, AsyncAgentSource, fetch
 from registry.executor.tools import DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_TOOL_TIMEOUT, ToolBox, ToolProvider
 from registry.executor.trace import Span, Trace
 from registry.models import Resolution
@@ -154,7 +154,7 @@ class Executor:
         self,
         *,
         model: ChatModel,
-        registry: Any = None,
+        registry: AgentSource | AsyncAgentSource | None = None,
         tools: Sequence[ToolProvider] = (),
         retrievers: Mapping[str, Retriever] | None = None,
         model_name: str | None = None,
@@ -166,10 +166,11 @@ class Executor:
         require_approval: Collection[str] = (),
         warn_unused_model_map: bool = False,
     ) -> None:
-        """``registry``: a ``RegistryClient`` or ``AsyncRegistryClient`` that
-        fetches agents named as ``usecase/name`` (not needed when every run
-        is given an ``Agent``). ``model_name`` overrides every definition's
-        model; ``model_map`` maps a definition's model name to another.
+        """``registry``: what fetches agents named as ``usecase/name``, a
+        ``RegistryClient`` or an ``AsyncRegistryClient`` (the protocols of
+        ``registry.executor.sources``; not needed when every run is given an
+        ``Agent``). ``model_name`` overrides every definition's model;
+        ``model_map`` maps a definition's model name to another.
         ``run_timeout``: seconds any one run may take, on top of composites' own limits.
         ``tracer_provider``: where OpenTelemetry spans go (default: the global one).
         ``require_approval``: tools that are never called before a person
@@ -235,12 +236,7 @@ class Executor:
             raise InvalidRequest(f"agent {name!r} is not usecase/name")
         if self.registry is None:
             raise ConfigurationError("this executor has no registry client to fetch agents with")
-        get = self.registry.get
-        if inspect.iscoroutinefunction(get):
-            fetched: Agent = await get(usecase, agent_name, release=release)
-        else:
-            fetched = await asyncio.to_thread(get, usecase, agent_name, release=release)
-        return fetched
+        return await fetch(self.registry, usecase, agent_name, release=release)
 
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -273,7 +269,7 @@ class Executor:
                 ctx.totals.warnings.extend(self._model_map_warnings(ctx, name))
             result = await run_agent(agent, inputs, ctx, root, history=history)
             output, data = result.text, result.data
-            if result.parse_error is not None and agent.definition.get("output_parser", {}).get("type") == "json":
+            if result.parse_error is not None and agent.compiled.spec.parser_type == "json":
                 raise Failed(f"the reply of {name} does not parse: {result.parse_error}")
         except RunStopped as stop:
             outcome, output, error = stop.outcome, stop.output, stop.message
@@ -285,18 +281,7 @@ class Executor:
         finally:
             root.end()
         totals = ctx.totals
-        root.set(
-            **{
-                "registry.outcome": outcome,
-                "registry.llm_calls": totals.llm_calls,
-                "registry.llm_replies": totals.llm_replies,
-            }
-        )
-        if totals.warnings:
-            root.set(**{"registry.warnings": list(totals.warnings)})
-        self._log(totals.warnings)
-        trace = Trace(root)
-        emit(trace, self.tracer_provider)
+        trace = self._trace(root, outcome, totals)
         return RunResult(
             outcome=outcome,
             output=output,
@@ -312,6 +297,23 @@ class Executor:
             trace=trace,
             warnings=tuple(totals.warnings),
         )
+
+    def _trace(self, root: Span, outcome: str, totals: Totals) -> Trace:
+        """The run's trace, its root span given what the run did; its warnings
+        logged, its spans exported."""
+        root.set(
+            **{
+                "registry.outcome": outcome,
+                "registry.llm_calls": totals.llm_calls,
+                "registry.llm_replies": totals.llm_replies,
+            }
+        )
+        if totals.warnings:
+            root.set(**{"registry.warnings": list(totals.warnings)})
+        self._log(totals.warnings)
+        trace = Trace(root)
+        emit(trace, self.tracer_provider)
+        return trace
 
     def _context(self, agent: Agent, journal: Journal | None, control: StepControl | None) -> RunContext:
         name = reference(agent)
@@ -336,13 +338,7 @@ class Executor:
     def _model_map_warnings(self, ctx: RunContext, name: str) -> list[str]:
         """A line on the entries of ``model_map`` that no agent of the run names."""
         mapping, override = self.names.mapping, self.names.override
-        named = sorted(
-            {
-                str(m.definition["model"]["name"])
-                for m in ctx.agents.values()
-                if (m.definition.get("model") or {}).get("name")
-            }
-        )
+        named = sorted({model for m in ctx.agents.values() if (model := m.compiled.spec.model_name)})
         unused = [f"{source}={target}" for source, target in mapping.items() if override or source not in named]
         if not unused:
             return []
@@ -438,11 +434,10 @@ class Executor:
     def check_decision(self, agent: Agent, action: PendingAction, arguments: Any) -> str | None:
         """What is wrong with edited ``arguments`` for the tool of ``action``, or None."""
         member = agent if reference(agent) == action.agent else agent.agents.get(action.agent)
-        tools = (member.definition.get("tools") if member is not None else None) or []
-        declaration = next((t for t in tools if t.get("name") == action.tool), None)
-        if declaration is None:
+        tool = member.compiled.spec.tool(action.tool) if member is not None else None
+        if tool is None:
             return f"{action.agent} declares no tool {action.tool!r}"
-        return self.toolbox.argument_problems(declaration, arguments)
+        return self.toolbox.argument_problems(tool, arguments)
 
     def _check_bindings(self, ctx: RunContext) -> None:
         declared: dict[str, list[str]] = {}
@@ -453,21 +448,14 @@ class Executor:
                 raise Failed(f"{name} is invalid: {exc.detail}") from exc
             if member.is_composite:
                 continue
-            for tool in member.definition.get("tools") or []:
-                if member.definition.get("type") in ("tool_calling", "react"):
-                    declared.setdefault(str(tool["name"]), []).append(name)
-            rag = member.definition.get("rag")
-            if (
-                member.definition.get("type") == "rag"
-                and isinstance(rag, dict)
-                and rag.get("retriever") not in ctx.retrievers
-            ):
+            spec = member.compiled.spec
+            if spec.calls_tools:
+                for tool in spec.tools:
+                    declared.setdefault(tool.name, []).append(name)
+            if spec.retriever is not None and spec.retriever not in ctx.retrievers:
                 bound = ", ".join(sorted(ctx.retrievers)) or "none"
-                raise Failed(
-                    f"{name} retrieves from {rag.get('retriever')!r}, which no --retriever binds (bound: {bound})"
-                )
-            model = member.definition.get("model") or {}
-            ctx.names.resolve(model.get("name"), name)
+                raise Failed(f"{name} retrieves from {spec.retriever!r}, which no --retriever binds (bound: {bound})")
+            ctx.names.resolve(spec.model_name, name)
         try:
             ctx.tools.check_bound(declared)
         except ConfigurationError as exc:

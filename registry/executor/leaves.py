@@ -36,6 +36,7 @@ from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
 from registry.format.parsers import FinalAnswer, ParseError, ToolCall
+from registry.format.spec import ToolSpec
 from registry.models import shorten
 
 DEFAULT_TOP_K = 4
@@ -48,7 +49,7 @@ async def run_leaf(
     agent: Agent, inputs: Mapping[str, Any], ctx: RunContext, parent: Span, *, history: Sequence[Mapping[str, Any]] = ()
 ) -> AgentOutput:
     """Run one leaf agent to its output; ``RunStopped`` when it cannot finish."""
-    kind = str(agent.definition.get("type", "vanilla"))
+    kind = agent.compiled.spec.kind
     name = reference(agent)
     with parent.open(
         f"invoke_agent {name}",
@@ -80,8 +81,8 @@ async def run_leaf(
 
 
 def _forced(agent: Agent) -> bool:
-    rag = agent.definition.get("rag") or {}
-    return bool(rag.get("force_retrieval", False))
+    rag = agent.compiled.spec.rag
+    return rag is not None and rag.force_retrieval
 
 
 class _Loop:
@@ -89,6 +90,7 @@ class _Loop:
 
     def __init__(self, agent: Agent, ctx: RunContext, span: Span) -> None:
         self.agent = agent
+        self.spec = agent.compiled.spec
         self.ctx = ctx
         self.span = span
         self.name = reference(agent)
@@ -120,10 +122,8 @@ class _Loop:
         ctx.check_time()
         ctx.budget.spend()
         ctx.totals.llm_calls += 1
-        definition = self.agent.definition
-        model = definition.get("model") or {}
         request = ChatRequest(
-            model=ctx.names.resolve(model.get("name"), self.name),
+            model=ctx.names.resolve(self.spec.model_name, self.name),
             messages=tuple(dict(m) for m in messages),
             tools=tuple(tools),
             params=self._params(),
@@ -189,25 +189,23 @@ class _Loop:
         return reply
 
     def _params(self) -> dict[str, Any]:
-        definition = self.agent.definition
-        model_params = (definition.get("model") or {}).get("params") or {}
+        model_params = self.spec.model.params if self.spec.model is not None else {}
         params = {key: model_params[key] for key in _SAMPLING if key in model_params}
-        stop = (definition.get("params") or {}).get("stop")
+        stop = self.spec.params.stop
         if stop:
             params["stop"] = stop
         return params
 
     def _timeout(self) -> float | None:
-        timeout = (self.agent.definition.get("params") or {}).get("timeout")
+        timeout = self.spec.params.timeout
         left = self.ctx.remaining()
         if left is None:
-            return float(timeout) if timeout is not None else None
-        return min(float(timeout), left) if timeout is not None else left
+            return timeout
+        return min(timeout, left) if timeout is not None else left
 
     def finish(self, reply: ChatReply) -> AgentOutput:
         """The output of a reply that ends the loop, parsed when the agent says how."""
-        parser = self.agent.definition.get("output_parser") or {}
-        if parser.get("type") != "json":
+        if self.spec.parser_type != "json":
             return AgentOutput(reply.content)
         parsed = self._parse(reply.content)
         if isinstance(parsed, FinalAnswer):
@@ -224,18 +222,18 @@ class _Loop:
 
     # --- tools ---------------------------------------------------------------------------
 
-    def declared(self) -> dict[str, Mapping[str, Any]]:
-        return {str(tool["name"]): tool for tool in self.agent.definition.get("tools") or []}
+    def declared(self) -> dict[str, ToolSpec]:
+        return {tool.name: tool for tool in self.spec.tools}
 
     async def run_tool(
-        self, declaration: Mapping[str, Any], arguments: Any, *, call_id: str | None, index: int, thought: str | None
+        self, tool: ToolSpec, arguments: Any, *, call_id: str | None, index: int, thought: str | None
     ) -> ToolResult:
         """Call a tool the model asked for (the ``index``-th of this round),
         or replay its recorded result; a tool that needs approval waits for
         a decision first."""
         ctx = self.ctx
         ctx.check_time()
-        name = str(declaration["name"])
+        name = tool.name
         key = f"{ctx.path}/chat:{self.round}/tool:{index}"
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -262,7 +260,7 @@ class _Loop:
                 )
                 self._record(key, {"kind": "tool", "result": result.as_dict()})
             else:
-                result = await self._live_tool(declaration, arguments, key, thought, span)
+                result = await self._live_tool(tool, arguments, key, thought, span)
             span.set(
                 **{
                     "registry.tool.status": result.status,
@@ -275,12 +273,10 @@ class _Loop:
                 span.fail(shorten(result.output, 300))
         return result
 
-    async def _live_tool(
-        self, declaration: Mapping[str, Any], arguments: Any, key: str, thought: str | None, span: Span
-    ) -> ToolResult:
+    async def _live_tool(self, tool: ToolSpec, arguments: Any, key: str, thought: str | None, span: Span) -> ToolResult:
         ctx = self.ctx
-        name = str(declaration["name"])
-        if name in ctx.approvals or declaration.get("x-requires-approval") is True:
+        name = tool.name
+        if name in ctx.approvals or tool.requires_approval:
             if ctx.control is None:
                 # A run (not a step run) has no one to ask: the call is never
                 # made, and the run stops as it does when a gate says no.
@@ -310,7 +306,7 @@ class _Loop:
         if ctx.control is not None:
             ctx.control.begin_work()
         try:
-            result = await ctx.tools.call(declaration, arguments)
+            result = await ctx.tools.call(tool, arguments)
         finally:
             if ctx.control is not None:
                 ctx.control.end_work()
@@ -323,7 +319,7 @@ class _Loop:
 
     async def tool_calling(self, messages: list[dict[str, Any]]) -> AgentOutput:
         declared = self.declared()
-        tools = [_function_tool(tool) for tool in declared.values()]
+        tools = [tool.as_function() for tool in declared.values()]
         limit = _max_iterations(self.agent)
         for number in range(1, limit + 1):
             reply = await self.chat(messages, tools)
@@ -340,22 +336,20 @@ class _Loop:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
-    async def _native_call(
-        self, declared: Mapping[str, Mapping[str, Any]], call: Any, index: int, thought: str | None
-    ) -> str:
-        declaration = declared.get(call.name)
-        if declaration is None:
+    async def _native_call(self, declared: Mapping[str, ToolSpec], call: Any, index: int, thought: str | None) -> str:
+        tool = declared.get(call.name)
+        if tool is None:
             names = ", ".join(declared) or "none"
             return f"Error: there is no tool named {shorten(call.name)!r}; the tools are: {names}."
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             return f"Error: the arguments of {call.name} are not valid JSON ({exc}); call it again with a JSON object."
-        return (await self.run_tool(declaration, arguments, call_id=call.id, index=index, thought=thought)).output
+        return (await self.run_tool(tool, arguments, call_id=call.id, index=index, thought=thought)).output
 
     async def react(self, messages: list[dict[str, Any]]) -> AgentOutput:
         declared = self.declared()
-        parser_type = (self.agent.definition.get("output_parser") or {}).get("type")
+        parser_type = self.spec.parser_type
         limit = _max_iterations(self.agent)
         for number in range(1, limit + 1):
             reply = await self.chat(messages)
@@ -363,8 +357,9 @@ class _Loop:
             if isinstance(parsed, FinalAnswer):
                 return AgentOutput(parsed.text, parsed.data)
             if isinstance(parsed, ToolCall) and parsed.name in declared:
-                tool = declared[parsed.name]
-                result = await self.run_tool(tool, parsed.arguments, call_id=None, index=0, thought=parsed.thought)
+                result = await self.run_tool(
+                    declared[parsed.name], parsed.arguments, call_id=None, index=0, thought=parsed.thought
+                )
                 observation = result.output
             elif isinstance(parsed, ToolCall):  # the parser knows the same tools: kept for safety
                 observation = f"Error: there is no tool named {shorten(parsed.name)!r}."
@@ -382,12 +377,12 @@ class _Loop:
     # --- retrieval -----------------------------------------------------------------------
 
     def _retriever(self) -> tuple[Any, int]:
-        rag = self.agent.definition.get("rag") or {}
-        name = str(rag.get("retriever"))
-        retriever = self.ctx.retrievers.get(name)
+        rag = self.spec.rag
+        assert rag is not None  # compile_definition refuses a rag agent without rag settings
+        retriever = self.ctx.retrievers.get(rag.retriever)
         if retriever is None:
-            raise Failed(f"{self.name} retrieves from {name!r}, which no --retriever binds")
-        return retriever, int(rag.get("top_k", DEFAULT_TOP_K))
+            raise Failed(f"{self.name} retrieves from {rag.retriever!r}, which no --retriever binds")
+        return retriever, rag.top_k if rag.top_k is not None else DEFAULT_TOP_K
 
     async def retrieve(self, query: str) -> list[dict[str, str]]:
         retriever, top_k = self._retriever()
@@ -422,7 +417,7 @@ class _Loop:
         self._retriever()  # an unbound retriever fails before anything else
         if _forced(self.agent):
             return {**inputs, _PASSAGES: await self.retrieve(_query(self.agent, inputs))}
-        if _PASSAGES in _declared_inputs(self.agent) and _PASSAGES not in inputs:
+        if _PASSAGES in self.spec.declared_inputs and _PASSAGES not in inputs:
             return {**inputs, _PASSAGES: []}
         return inputs
 
@@ -458,15 +453,7 @@ class _Loop:
 
 
 def _max_iterations(agent: Agent) -> int:
-    value = agent.definition.get("max_iterations")
-    return value if isinstance(value, int) and value > 0 else DEFAULT_TOOL_ROUNDS
-
-
-def _function_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {"name": tool["name"], "description": tool["description"], "parameters": tool["parameters"]},
-    }
+    return agent.compiled.spec.max_iterations or DEFAULT_TOOL_ROUNDS
 
 
 def _assistant_with_calls(reply: ChatReply) -> dict[str, Any]:
@@ -486,20 +473,14 @@ def _observation(parser_type: Any, text: str) -> str:
     return f"Observation: {text}"
 
 
-def _declared_inputs(agent: Agent) -> dict[str, Any]:
-    inputs = agent.definition.get("inputs") or {}
-    properties = inputs.get("properties") if isinstance(inputs, dict) else None
-    return properties if isinstance(properties, dict) else {}
-
-
 def _query(agent: Agent, inputs: Mapping[str, Any]) -> str:
     """The retrieval query: the input named ``query`` or ``question``, else
     the one required string input (``passages`` aside)."""
     for name in ("query", "question"):
         if isinstance(inputs.get(name), str):
             return str(inputs[name])
-    declared = _declared_inputs(agent)
-    required = (agent.definition.get("inputs") or {}).get("required") or []
+    spec = agent.compiled.spec
+    declared, required = spec.declared_inputs, spec.required_inputs
     strings = [
         name
         for name in required

@@ -68,15 +68,16 @@ class _Composite:
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         self.agent = agent
         self.name = reference(agent)
-        self.pattern: Mapping[str, Any] = agent.definition["pattern"]
+        pattern = agent.compiled.pattern
+        assert pattern is not None  # a composite's compiled agent has its pattern
+        self.kind = pattern.kind
+        self.pattern: Mapping[str, Any] = pattern.raw
         limits = self.pattern.get("limits") or {}
-        budget = Budget(
-            int(agent.compiled.pattern.max_llm_calls if agent.compiled.pattern else 100), self.name, ctx.budget
-        )
+        budget = Budget(pattern.max_llm_calls, self.name, ctx.budget)
         self.ctx = ctx.narrowed(budget=budget, timeout=limits.get("timeout"))
 
     async def run(self, inputs: Mapping[str, Any], parent: Span) -> AgentOutput:
-        kind = str(self.pattern["kind"])
+        kind = self.kind
         with parent.open(
             f"invoke_agent {self.name}",
             "invoke_agent",

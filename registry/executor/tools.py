@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from registry.errors import ConfigurationError
 from registry.format.inputschema import InputsSchema
+from registry.format.spec import ToolSpec
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 """Seconds one tool call may take."""
@@ -292,10 +293,10 @@ class ToolBox:
         if missing:
             raise UnboundTools(missing, [p.description for p in self.providers])
 
-    async def call(self, declaration: Mapping[str, Any], arguments: Any) -> ToolResult:
+    async def call(self, tool: ToolSpec, arguments: Any) -> ToolResult:
         """Call the declared tool; every failure is a result, never an exception
         (cancellation excepted)."""
-        name = str(declaration["name"])
+        name = tool.name
         started = time.monotonic()
         provider = self._by_name.get(name)
 
@@ -312,7 +313,7 @@ class ToolBox:
 
         if provider is None:
             return result(f"Error: no implementation is bound for the tool {name!r}.", "error")
-        problems = self.argument_problems(declaration, arguments)
+        problems = self.argument_problems(tool, arguments)
         if problems:
             message = f"Error: invalid arguments for {name}: {problems}. Call it again with valid arguments."
             return result(message, "invalid_arguments")
@@ -339,14 +340,14 @@ class ToolBox:
         dropped = len(text) - self.max_output
         return text[: self.max_output] + f"\n[output truncated: {dropped:,} more characters]", True
 
-    def argument_problems(self, declaration: Mapping[str, Any], arguments: Any) -> str | None:
+    def argument_problems(self, tool: ToolSpec, arguments: Any) -> str | None:
         """What is wrong with ``arguments`` for the declared tool, or None."""
         if not isinstance(arguments, dict):
             return "the arguments must be a JSON object"
-        parameters = declaration.get("parameters")
+        parameters = tool.parameters
         if not isinstance(parameters, dict):
             return None
-        key = (str(declaration["name"]), json.dumps(parameters, sort_keys=True))
+        key = (tool.name, json.dumps(parameters, sort_keys=True))
         schema = self._schemas.get(key)
         if schema is None:
             schema = self._schemas[key] = InputsSchema(parameters)

@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from registry.format.composite_local import local_issues
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.parsers import OutputParser
 from registry.format.safeyaml import JsonPath, YamlDocument
+from registry.format.spec import AgentSpec
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
 from registry.rendering.sandbox import (
     RENDER_SEMANTICS,
@@ -104,6 +105,11 @@ class CompiledAgent:
     composite, the inputs its expressions read."""
     pattern: Pattern | None = None
     """A composite's pattern (None for a prompt definition)."""
+
+    @cached_property
+    def spec(self) -> AgentSpec:
+        """The definition read into typed, frozen views (``registry.format.spec``)."""
+        return AgentSpec.of(self.definition)
 
     @cached_property
     def parser(self) -> OutputParser:
@@ -185,39 +191,18 @@ def compile_definition(
         issue = locate(f"a definition is a mapping of keys, not {_json_type(definition)}", (), rule="not-a-mapping")
         raise InvalidDefinition(summarize([issue]), [issue])
     issues = _schema_issues(definition, locate)
-    templates: list[tuple[str, CompiledTemplate]] = []
-    partials: set[str] = set()
-    dynamic = False
-    needed: dict[str, set[str]] = {}
-    raw_templates = definition.get("prompt_templates")
-    if isinstance(raw_templates, dict):
-        for role, source in raw_templates.items():
-            if not isinstance(source, str) or role not in ("system", "user", "assistant"):
-                continue  # reported by the schema
-            path: JsonPath = ("prompt_templates", role)
-            try:
-                compiled = CompiledTemplate(environment, source, name=f"{file or 'definition'}#{role}")
-            except TemplateCompileError as exc:
-                issues.append(
-                    locate(f"{role} template: {exc.problem.message}", path, exc.problem.line, rule="template-syntax")
-                )
-                continue
-            templates.append((role, compiled))
-            reached, variables, is_dynamic, include_issues = _follow_includes(environment, compiled)
-            partials |= reached
-            dynamic = dynamic or is_dynamic
-            issues.extend(locate(f"{role} template: {message}", path, rule=rule) for rule, message in include_issues)
-            needed[role] = set(compiled.variables) | variables
+    compiled = _compile_templates(definition, environment, file, locate)
+    issues.extend(compiled.issues)
     inputs_schema = None
     inputs = definition.get("inputs")
     # Declared tools are supplied to the templates: `tools` need not be an input.
     supplied = {"tools"} if isinstance(definition.get("tools"), list) else set()
     if isinstance(inputs, dict):
-        inputs_schema, inputs_issues = _inputs_schema(inputs, needed, locate, supplied)
+        inputs_schema, inputs_issues = _inputs_schema(inputs, compiled.needed, locate, supplied)
         issues.extend(inputs_issues)
     issues.extend(_agent_type_issues(definition, locate))
     pattern = read_pattern(definition) if not issues else None
-    read: frozenset[str] = frozenset().union(*needed.values())
+    read: frozenset[str] = frozenset().union(*compiled.needed.values())
     if pattern is not None:
         pattern, problems = local_issues(pattern, definition, environment)
         issues.extend(locate(p.message, p.path, hint=p.hint, rule=p.rule) for p in problems)
@@ -228,13 +213,52 @@ def compile_definition(
         raise InvalidDefinition(summarize(issues), issues)
     return CompiledAgent(
         definition=definition,
-        templates=tuple(templates),
-        partials=tuple(sorted(partials)),
-        dynamic_includes=dynamic,
+        templates=tuple(compiled.templates),
+        partials=tuple(sorted(compiled.partials)),
+        dynamic_includes=compiled.dynamic,
         inputs=inputs_schema,
         variables=read,
         pattern=pattern,
     )
+
+
+@dataclass
+class _Templates:
+    """What compiling a definition's ``prompt_templates`` found."""
+
+    templates: list[tuple[str, CompiledTemplate]] = field(default_factory=list)
+    partials: set[str] = field(default_factory=set)
+    dynamic: bool = False
+    needed: dict[str, set[str]] = field(default_factory=dict)
+    """Per role: every variable its template and the partials it reaches read."""
+    issues: list[Issue] = field(default_factory=list)
+
+
+def _compile_templates(
+    definition: dict[str, Any], environment: TemplateEnvironment, file: str | None, locate: Locate
+) -> _Templates:
+    found = _Templates()
+    raw_templates = definition.get("prompt_templates")
+    if not isinstance(raw_templates, dict):
+        return found
+    for role, source in raw_templates.items():
+        if not isinstance(source, str) or role not in ("system", "user", "assistant"):
+            continue  # reported by the schema
+        path: JsonPath = ("prompt_templates", role)
+        try:
+            compiled = CompiledTemplate(environment, source, name=f"{file or 'definition'}#{role}")
+        except TemplateCompileError as exc:
+            found.issues.append(
+                locate(f"{role} template: {exc.problem.message}", path, exc.problem.line, rule="template-syntax")
+            )
+            continue
+        found.templates.append((role, compiled))
+        reached, variables, is_dynamic, include_issues = _follow_includes(environment, compiled)
+        found.partials |= reached
+        found.dynamic = found.dynamic or is_dynamic
+        found.issues.extend(locate(f"{role} template: {message}", path, rule=rule) for rule, message in include_issues)
+        found.needed[role] = set(compiled.variables) | variables
+    return found
 
 
 def definition_digest(
@@ -458,16 +482,30 @@ _PARSER_OPTIONS = {
 def _agent_type_issues(definition: dict[str, Any], locate: Locate) -> list[Issue]:
     """The rules between type, tools, output_parser, rag and max_iterations
     that a JSON Schema cannot say clearly."""
-    kind = definition.get("type", "vanilla")
-    tools = definition.get("tools")
-    parser = definition.get("output_parser")
-    parser_type = parser.get("type") if isinstance(parser, dict) else None
-    issues = []
+    issues: list[Issue] = []
 
     def problem(message: str, path: JsonPath, hint: str | None = None) -> None:
         issues.append(locate(message, path, key=True, hint=hint, rule="agent-type"))
 
-    if kind in ("react", "tool_calling") and not tools:
+    _kind_issues(definition, problem)
+    parser = definition.get("output_parser")
+    if isinstance(parser, dict) and isinstance(parser.get("type"), str):
+        _parser_issues(parser, problem)
+    tools = definition.get("tools")
+    if isinstance(tools, list):
+        _tool_issues(tools, problem)
+    return issues
+
+
+_Problem = Callable[..., None]
+"""Reports one problem: a message, its JSON path and, maybe, a hint."""
+
+
+def _kind_issues(definition: dict[str, Any], problem: _Problem) -> None:
+    kind = definition.get("type", "vanilla")
+    parser = definition.get("output_parser")
+    parser_type = parser.get("type") if isinstance(parser, dict) else None
+    if kind in ("react", "tool_calling") and not definition.get("tools"):
         problem(f"a {kind} agent needs tools", ("type",), "list the tools under 'tools:'")
     if kind == "react" and parser_type not in ("react_text", "react_json"):
         problem("a react agent needs an output_parser of type react_text or react_json", ("type",))
@@ -477,38 +515,41 @@ def _agent_type_issues(definition: dict[str, Any], locate: Locate) -> list[Issue
         problem("rag settings are only for type: rag", ("rag",))
     if "max_iterations" in definition and kind not in ("react", "tool_calling"):
         problem("max_iterations is only for type: react or tool_calling", ("max_iterations",))
-    if isinstance(parser, dict) and isinstance(parser_type, str):
-        for option in parser:
-            if option != "type" and option not in _PARSER_OPTIONS.get(parser_type, set()):
-                problem(f"option {option!r} does not apply to the {parser_type} parser", ("output_parser", option))
-        schema = parser.get("output_schema")
-        if parser_type == "json" and isinstance(schema, dict):
+
+
+def _parser_issues(parser: dict[str, Any], problem: _Problem) -> None:
+    parser_type = parser["type"]
+    for option in parser:
+        if option != "type" and option not in _PARSER_OPTIONS.get(parser_type, set()):
+            problem(f"option {option!r} does not apply to the {parser_type} parser", ("output_parser", option))
+    schema = parser.get("output_schema")
+    if parser_type == "json" and isinstance(schema, dict):
+        try:
+            InputsSchema(schema)
+        except SchemaProblem as exc:
+            problem(
+                f"output_schema {shorten(exc.message, _MAX_MESSAGE)}", ("output_parser", "output_schema", *exc.path)
+            )
+
+
+def _tool_issues(tools: list[Any], problem: _Problem) -> None:
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            continue
+        name = tool.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                problem(f"tool {name!r} is listed twice", ("tools", index, "name"))
+            seen.add(name)
+        parameters = tool.get("parameters")
+        if isinstance(parameters, dict):
             try:
-                InputsSchema(schema)
+                InputsSchema(parameters)
             except SchemaProblem as exc:
                 problem(
-                    f"output_schema {shorten(exc.message, _MAX_MESSAGE)}", ("output_parser", "output_schema", *exc.path)
+                    f"tool parameters {shorten(exc.message, _MAX_MESSAGE)}", ("tools", index, "parameters", *exc.path)
                 )
-    if isinstance(tools, list):
-        seen: set[str] = set()
-        for index, tool in enumerate(tools):
-            if not isinstance(tool, dict):
-                continue
-            name = tool.get("name")
-            if isinstance(name, str):
-                if name in seen:
-                    problem(f"tool {name!r} is listed twice", ("tools", index, "name"))
-                seen.add(name)
-            parameters = tool.get("parameters")
-            if isinstance(parameters, dict):
-                try:
-                    InputsSchema(parameters)
-                except SchemaProblem as exc:
-                    problem(
-                        f"tool parameters {shorten(exc.message, _MAX_MESSAGE)}",
-                        ("tools", index, "parameters", *exc.path),
-                    )
-    return issues
 
 
 def _json_type(value: Any) -> str:

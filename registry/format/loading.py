@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from jinja2 import TemplateNotFound
@@ -29,6 +30,7 @@ from registry.format.definition import (
     locator,
 )
 from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_yaml
+from registry.format.spec import AgentSpec
 from registry.format.tree import Tree
 from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json
 from registry.rendering.sandbox import TemplateEnvironment
@@ -83,6 +85,11 @@ class LoadedAgent:
     @property
     def title(self) -> str:
         return str(self.definition["name"])
+
+    @cached_property
+    def spec(self) -> AgentSpec:
+        """The definition's typed views (read without compiling its templates)."""
+        return AgentSpec.of(self.definition)
 
     @property
     def compiled(self) -> CompiledAgent:

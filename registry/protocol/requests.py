@@ -25,7 +25,8 @@ from dataclasses import replace
 from typing import Any
 
 from registry.client import Agent
-from registry.errors import InvalidInputs, InvalidRequest, InvalidState, RegistryError
+from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, InvalidState, RegistryError
+from registry.format.definition import CompiledAgent
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.protocol.records import ActionRecord
 from registry.rendering.sandbox import RenderLimits
@@ -90,26 +91,35 @@ def task_inputs(agent: Agent, text: str | None, given: Any) -> dict[str, Any]:
         raise InvalidInputs(detail, exc.errors) from exc
 
 
+def _compiled(agent: Agent) -> CompiledAgent:
+    """The agent compiled; a definition that does not compile here is a
+    problem with the inputs, as when checking them finds it."""
+    try:
+        return agent.compiled
+    except RegistryError as exc:
+        raise unprocessable(f"the inputs of {agent.usecase}/{agent.name}: {exc}", "/additional_input/inputs") from exc
+
+
 def _required(agent: Agent) -> list[str]:
-    schema = agent.definition.get("inputs") or {}
-    return [str(name) for name in schema.get("required") or [] if name != "passages"]
+    return [str(name) for name in _compiled(agent).spec.required_inputs if name != "passages"]
 
 
 def _inputs_from_text(agent: Agent, text: str | None) -> dict[str, Any]:
     required = _required(agent)
-    properties = (agent.definition.get("inputs") or {}).get("properties") or {}
+    properties = _compiled(agent).spec.declared_inputs
     if text is not None and len(required) == 1 and (properties.get(required[0]) or {}).get("type") == "string":
         return {required[0]: text}
     return {}
 
 
 def _checked_inputs(agent: Agent, inputs: dict[str, Any]) -> dict[str, Any]:
+    compiled = _compiled(agent)
     checked = dict(inputs)
-    if agent.definition.get("type") == "rag" and "passages" not in checked:
+    if compiled.spec.kind == "rag" and "passages" not in checked:
         # The run retrieves them: an empty list stands in for the check.
         checked["passages"] = []
     try:
-        agent.compiled.check_inputs(checked, limits=RenderLimits())
+        compiled.check_inputs(checked, limits=RenderLimits())
     except InvalidInputs as exc:
         raise InvalidInputs(
             f"the inputs do not fit {agent.usecase}/{agent.name}: {exc.detail}",
@@ -132,21 +142,18 @@ def check_bound(
     missing_retrievers: dict[str, list[str]] = {}
     unnamed: list[str] = []
     for name, member in {**agent.agents, f"{agent.usecase}/{agent.name}": agent}.items():
-        definition = member.definition
-        model = definition.get("model")
-        if (
-            "pattern" not in definition
-            and not names_every_model
-            and not (isinstance(model, Mapping) and model.get("name"))
-        ):
+        try:
+            spec = member.compiled.spec
+        except InvalidDefinition:
+            continue  # its run fails at once, naming it and what is wrong
+        if not spec.is_composite and not names_every_model and spec.model_name is None:
             unnamed.append(name)
-        if definition.get("type") in ("tool_calling", "react"):
-            for tool in definition.get("tools") or []:
-                if isinstance(tool, Mapping) and not bound(str(tool.get("name"))):
-                    tools.setdefault(str(tool.get("name")), []).append(name)
-        rag = definition.get("rag")
-        if definition.get("type") == "rag" and isinstance(rag, Mapping) and rag.get("retriever") not in retrievers:
-            missing_retrievers.setdefault(str(rag.get("retriever")), []).append(name)
+        if spec.calls_tools:
+            for tool in spec.tools:
+                if not bound(tool.name):
+                    tools.setdefault(tool.name, []).append(name)
+        if spec.retriever is not None and spec.retriever not in retrievers:
+            missing_retrievers.setdefault(spec.retriever, []).append(name)
     problems: list[str] = []
     if tools:
         problems.append(f"no implementation is bound for {_owned('tool', tools)}; {_BIND}")

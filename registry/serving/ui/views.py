@@ -260,9 +260,9 @@ def agents() -> str:
     for summary in listing.agents:
         kind, composite = None, False
         if summary.valid:
-            definition = service().get_agent(summary.usecase, summary.name, release=release).agent.definition
-            composite = "pattern" in definition
-            kind = definition["pattern"]["kind"] if composite else _KINDS.get(str(definition.get("type", "vanilla")))
+            spec = service().get_agent(summary.usecase, summary.name, release=release).agent.spec
+            composite = spec.is_composite
+            kind = spec.pattern_kind if composite else _KINDS.get(spec.kind)
         rows.append({"summary": summary, "kind": kind, "composite": composite})
     return render_template("agents.html", resolution=listing.resolution, rows=rows, release=release)
 
@@ -276,8 +276,7 @@ def agent(usecase: str, name: str) -> str:
 def render(usecase: str, name: str) -> tuple[str, int]:
     release = _release()
     answer = service().get_agent(usecase, name, release=release)
-    schema = answer.agent.definition.get("inputs")
-    inputs, form_errors = inputs_from_form(schema, request.form)
+    inputs, form_errors = inputs_from_form(answer.agent.spec.inputs, request.form)
     rendered, problem = None, None
     if not form_errors:
         try:
@@ -302,21 +301,20 @@ def _agent_page(
     release = _release()
     answer = service().get_agent(usecase, name, release=release)
     loaded = answer.agent
-    definition = loaded.definition
-    examples = [e for e in definition.get("examples") or [] if isinstance(e, dict)]
+    spec = loaded.spec
+    examples = [e for e in spec.examples if isinstance(e, dict)]
     chosen = request.args.get("example")
     if values is None and examples:
         example = next((e for e in examples if e.get("name") == chosen), examples[0])
         values, chosen = example.get("inputs"), str(example.get("name"))
-    composite = "pattern" in definition
+    composite = spec.is_composite
     graph = loaded.graph
     svg = None
     if composite and graph is not None:
         svg = graph_svg(graph, href=lambda agent: _agent_url(agent, release), title=f"{usecase}/{name}")
     templates = [
         {"role": role, "html": highlighted(source, "jinja"), "lines": len(source.splitlines()) or 1}
-        for role, source in (definition.get("prompt_templates") or {}).items()
-        if isinstance(source, str)
+        for role, source in spec.templates
     ]
     partials = sorted(loaded.partials)
     return render_template(
@@ -326,22 +324,23 @@ def _agent_page(
         release=release,
         resolution=answer.resolution,
         agent=loaded,
-        definition=definition,
-        kind=_KINDS.get(str(definition.get("type", "vanilla"))),
+        definition=loaded.definition,
+        spec=spec,
+        kind=_KINDS.get(spec.kind),
         composite=composite,
         svg=svg,
         graph=graph,
         templates=templates,
         partials=[{"name": p, "html": highlighted(loaded.partials[p], "jinja")} for p in partials],
-        inputs_rows=_input_rows(definition.get("inputs")),
-        fields=[] if composite else form_fields(definition.get("inputs"), values=values),
+        inputs_rows=_input_rows(spec.inputs),
+        fields=[] if composite else form_fields(spec.inputs, values=values),
         examples=[str(e.get("name")) for e in examples],
         chosen_example=chosen,
         rendered=rendered,
         form_errors=form_errors,
         problem=problem,
         snippets=_snippets(usecase, name, answer.resolution.release.tag, values or {}),
-        source_html=highlighted(json.dumps(definition, indent=2, ensure_ascii=False), "json"),
+        source_html=highlighted(json.dumps(loaded.definition, indent=2, ensure_ascii=False), "json"),
     )
 
 
