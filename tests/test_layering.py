@@ -72,6 +72,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
         "registry.rendering",
         "registry.format.definition",
+        "registry.format.spec",
         "registry.web",
     ),
     "registry.cli": ("registry",),

@@ -12,7 +12,7 @@ and ``store``
 May import: ``registry.executor`` and ``registry.client`` (agents are
 fetched and run through them), ``registry.rendering`` (the render limits
 inputs are checked under), ``registry.format.definition`` (the rule for an
-agent's name, and the compiled agent whose typed views it reads), the
+agent's name, and the compiled agent), ``registry.format.spec`` (the typed views of a definition), the
 shared modules, and ``registry.web``, the HTTP layer both services share
 (problem responses, bearer tokens, gunicorn's workers): one way to answer
 errors and tokens across both. Nothing of the registry's service

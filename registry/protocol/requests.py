@@ -25,8 +25,9 @@ from dataclasses import replace
 from typing import Any
 
 from registry.client import Agent
-from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, InvalidState, RegistryError
+from registry.errors import InvalidInputs, InvalidRequest, InvalidState, RegistryError
 from registry.format.definition import CompiledAgent
+from registry.format.spec import AgentSpec
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.protocol.records import ActionRecord
 from registry.rendering.sandbox import RenderLimits
@@ -142,10 +143,10 @@ def check_bound(
     missing_retrievers: dict[str, list[str]] = {}
     unnamed: list[str] = []
     for name, member in {**agent.agents, f"{agent.usecase}/{agent.name}": agent}.items():
-        try:
-            spec = member.compiled.spec
-        except InvalidDefinition:
-            continue  # its run fails at once, naming it and what is wrong
+        # Read from the definition as served, not compiled: a member whose
+        # templates fail to compile is still checked here, and its run then
+        # fails at once, naming it and what is wrong.
+        spec = AgentSpec.of(member.definition)
         if not spec.is_composite and not names_every_model and spec.model_name is None:
             unnamed.append(name)
         if spec.calls_tools:
