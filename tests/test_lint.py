@@ -15,7 +15,7 @@ from registry.authoring.lintformat import as_codequality, as_json, as_junit, as_
 from registry.errors import RenderError
 from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
 from tests.servers import CLI, clean_environment
 

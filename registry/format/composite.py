@@ -31,7 +31,7 @@ from jinja2 import TemplateError, nodes
 from registry.format.graphs import components, shortest_ring
 from registry.format.safeyaml import JsonPath
 from registry.models import close_matches, did_you_mean, shorten
-from registry.rendering.sandbox import CompiledTemplate, TemplateCompileError, TemplateEnvironment
+from registry.rendering import CompiledTemplate, TemplateCompileError, TemplateEnvironment
 
 DEFAULT_MAX_LLM_CALLS = 100
 """The worst-case model calls a composite may make when its ``limits`` do not say."""

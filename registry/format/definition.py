@@ -7,7 +7,7 @@ lines. ``compile_definition`` reports every problem at once:
 
 - the JSON Schema (``schemas/agent-definition.v1.schema.json``), with a
   "did you mean" hint for misspelt keys;
-- every template compiles in the sandbox (``registry.rendering.sandbox``);
+- every template compiles in the sandbox (``registry.rendering``);
 - every include, import and extends with a literal name exists in the same
   release, and the partials it names compile;
 - when ``inputs`` is declared: it is a valid JSON Schema, and every variable
@@ -43,7 +43,7 @@ from registry.format.composite import Pattern, local_issues, read_pattern
 from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
 from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
-from registry.rendering.sandbox import (
+from registry.rendering import (
     RENDER_SEMANTICS,
     CompiledTemplate,
     RenderLimits,

@@ -30,7 +30,7 @@ from registry.format.definition import (
 from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.format.tree import Tree
 from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json
-from registry.rendering.sandbox import TemplateEnvironment
+from registry.rendering import TemplateEnvironment
 
 log = logging.getLogger(__name__)
 

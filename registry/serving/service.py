@@ -57,7 +57,7 @@ from registry.format.diff import LibraryDiff, diff_catalogs
 from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.models import AgentSummary, Prompt, Release, Resolution
-from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
+from registry.rendering import RENDER_SEMANTICS, RenderLimits
 from registry.serving.cache import AgentKey, ContentCache, MemoryTier
 from registry.serving.events import ReleaseChange, ReleaseEvents
 from registry.serving.metrics import Metrics

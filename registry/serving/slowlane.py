@@ -10,7 +10,7 @@ gateway's ``GET`` waits behind all of them.
 ``SlowLane`` gives each worker one lane for such work. A request enters it
 before its application code runs when its body is larger than
 ``HEAVY_BODY_BYTES``, and a render enters it once it has run
-``SLICE_SECONDS`` (``registry.rendering.sandbox.pausing``). In the lane a request
+``SLICE_SECONDS`` (``registry.rendering.pausing``). In the lane a request
 waits for its turn, one at a time, and a long render yields after each
 slice, so that every cheap request ready in the meantime goes first. A
 request in the lane holds its turn until it is answered; waiting for a turn
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from registry.rendering.sandbox import pausing
+from registry.rendering import pausing
 
 # A render request of a few kilobytes parses in microseconds; one of 64 KiB
 # or more costs milliseconds (a 1 MiB body of small objects: 8 ms to parse).
