@@ -33,7 +33,6 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -49,6 +48,7 @@ from registry.rendering import (
     RenderLimits,
     TemplateCompileError,
     TemplateEnvironment,
+    TemplateNotFound,
     analyse_partial,
     normalize_include_name,
     render_messages,

@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from jinja2 import TemplateNotFound
-
 from registry.errors import AgentNotFound, InvalidDefinition, RegistryError, summarize
 from registry.format.composite import AgentFacts, Checked, CompositeGraph, composite_facts, leaf_facts
 from registry.format.definition import (
@@ -30,7 +28,7 @@ from registry.format.definition import (
 from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.format.tree import Tree
 from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json
-from registry.rendering import TemplateEnvironment
+from registry.rendering import TemplateEnvironment, TemplateNotFound
 
 log = logging.getLogger(__name__)
 
