@@ -19,7 +19,7 @@ from registry.format.composite import DEFAULT_MAX_LLM_CALLS, MAX_NESTING
 from registry.format.definition import definition_digest
 from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
 from tests.redis_server import free_port

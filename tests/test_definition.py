@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 import registry.format.inputschema
-import registry.rendering.sandbox
+import registry.rendering.limits
 from registry.errors import InvalidDefinition, InvalidInputs, PayloadTooLarge, RegistryError, RenderError
 from registry.format.definition import CompiledAgent, compile_definition, definition_digest
 from registry.format.safeyaml import parse_yaml
 from registry.models import Issue, Message
-from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
+from registry.rendering import RenderLimits, TemplateEnvironment
 from tests.conftest import LibraryRepo, schema_says
 from tests.executor_fixtures import registry_client
 
@@ -613,7 +613,7 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock(step=0.01)
-    for module in (registry.format.inputschema, registry.rendering.sandbox):
+    for module in (registry.format.inputschema, registry.rendering.limits):
         monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=fake.monotonic))
     return fake
 

@@ -257,3 +257,43 @@ def test_starting_the_agent_protocol_service_loads_no_git_redis_or_swagger_ui() 
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60)
     loaded = [module for module in result.stdout.split() if is_not_for_the_protocol(module)]
     assert loaded == []
+
+
+def test_only_the_rendering_package_imports_jinja() -> None:
+    # Everything else asks registry.rendering, which quarantines Jinja's
+    # private names and owns every reading of a template's syntax tree.
+    found = [
+        f"{i.where()}: {i.imported}"
+        for name in MODULES
+        if not within(name, "registry.rendering")
+        for i in imports_of(name)
+        if within(i.imported, "jinja2")
+    ]
+    assert not found, "import Jinja through registry.rendering:\n" + "\n".join(found)
+
+
+def package_of(module: str) -> str:
+    """The package one level below ``registry`` (or the top-level module) a module belongs to."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_two_packages_import_each_other_however_indirectly() -> None:
+    edges: dict[str, set[str]] = {}
+    for name in MODULES:
+        for i in imports_of(name):
+            if within(i.imported, "registry") and package_of(i.imported) != package_of(name):
+                edges.setdefault(package_of(name), set()).add(package_of(i.imported))
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, pending = {start}, [start]
+        while pending:
+            for following in edges.get(pending.pop(), ()):
+                if following == goal:
+                    return True
+                if following not in seen:
+                    seen.add(following)
+                    pending.append(following)
+        return False
+
+    cycles = sorted(f"{a} -> {b} -> ... -> {a}" for a in edges for b in edges[a] if reaches(b, a))
+    assert not cycles, "packages in an import cycle:\n" + "\n".join(cycles)

@@ -16,7 +16,7 @@ from registry.authoring.lintreport import RULES, LintReport
 from registry.errors import RenderError
 from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
 from tests.servers import CLI, clean_environment
 

@@ -18,7 +18,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from registry.errors import RenderError
 from registry.models import Message
-from registry.rendering.sandbox import (
+from registry.rendering import (
     CompiledTemplate,
     RenderLimits,
     TemplateCompileError,

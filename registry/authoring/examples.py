@@ -29,7 +29,7 @@ from registry.errors import ConfigurationError, InvalidDefinition, RegistryError
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.models import Issue, Prompt, Release, Resolution, location, plural
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 
 if TYPE_CHECKING:
     from registry.executor import Executor, RunResult

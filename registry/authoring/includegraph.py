@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from registry.format.graphs import components, shortest_ring
 from registry.format.loading import ReleaseCatalog
-from registry.rendering.analysis import Includes, partial_includes
+from registry.rendering import Includes, partial_includes
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from registry.authoring.lintreport import Finding, LintReport, finding
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
-from registry.rendering.analysis import referenced_templates
+from registry.rendering import referenced_templates
 from registry.settings import DEFAULT_ROOT
 from registry.store.worktree import WorktreeStore
 

@@ -15,7 +15,7 @@ from registry.format.definition import CompiledAgent, compile_definition
 from registry.format.inputschema import MAX_VALIDATED_DEPTH
 from registry.format.parsers import ParseResult
 from registry.models import Prompt, Resolution
-from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
+from registry.rendering import RenderLimits, TemplateEnvironment
 
 _LIMITS = RenderLimits()  # the server's defaults: client and server fail alike
 

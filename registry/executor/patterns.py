@@ -2,7 +2,7 @@
 
 ``run_agent`` is the one entry: a leaf goes to ``registry.executor.leaves``,
 a composite to its pattern here. Each call's inputs are its templates
-rendered over what the run has so far (``registry.rendering.sandbox.
+rendered over what the run has so far (``registry.rendering.
 CompiledValue``: one expression gives its value, anything else text), and
 checked by the called agent against its own ``inputs``. A composite's
 ``limits`` narrow the run below it: its model calls count against its

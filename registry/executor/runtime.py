@@ -20,7 +20,7 @@ from registry.executor.chat import ChatModel, Usage
 from registry.executor.journal import Journal, StepControl
 from registry.executor.tools import ToolBox
 from registry.models import Resolution
-from registry.rendering.sandbox import CompiledValue, RenderLimits, TemplateCompileError, TemplateEnvironment
+from registry.rendering import CompiledValue, RenderLimits, TemplateCompileError, TemplateEnvironment
 
 if TYPE_CHECKING:
     from registry.executor.retrieval import Retriever

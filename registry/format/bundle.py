@@ -37,7 +37,7 @@ from registry.errors import AgentNotFound, InvalidBundle, InvalidDefinition
 from registry.format.definition import CompiledAgent, compile_definition, definition_digest
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, Release, shorten
-from registry.rendering.sandbox import TemplateEnvironment
+from registry.rendering import TemplateEnvironment
 
 BUNDLE_FORMAT = "prompt-registry-bundle/1"
 

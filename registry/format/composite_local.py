@@ -21,8 +21,14 @@ from typing import Any
 from registry.format.composite import DataRead, Pattern, Problem
 from registry.format.safeyaml import JsonPath
 from registry.models import close_matches, did_you_mean
-from registry.rendering.analysis import VariableRead, is_single_expression, variable_reads
-from registry.rendering.sandbox import CompiledTemplate, TemplateCompileError, TemplateEnvironment
+from registry.rendering import (
+    CompiledTemplate,
+    TemplateCompileError,
+    TemplateEnvironment,
+    VariableRead,
+    is_single_expression,
+    variable_reads,
+)
 
 _ATTRIBUTES = {"steps": ("output", "data"), "previous": ("output", "feedback"), "gate": ("reason",)}
 

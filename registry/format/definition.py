@@ -7,7 +7,7 @@ lines. ``compile_definition`` reports every problem at once:
 
 - the JSON Schema (``schemas/agent-definition.v1.schema.json``), with a
   "did you mean" hint for misspelt keys;
-- every template compiles in the sandbox (``registry.rendering.sandbox``);
+- every template compiles in the sandbox (``registry.rendering``);
 - every include, import and extends with a literal name exists in the same
   release, and the partials it names compile;
 - when ``inputs`` is declared: it is a valid JSON Schema, and every variable
@@ -33,7 +33,6 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from jinja2 import TemplateNotFound
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -45,12 +44,13 @@ from registry.format.parsers import OutputParser
 from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.format.spec import AgentSpec
 from registry.models import Issue, Message, Prompt, close_matches, did_you_mean, json_pointer, shorten
-from registry.rendering.sandbox import (
+from registry.rendering import (
     RENDER_SEMANTICS,
     CompiledTemplate,
     RenderLimits,
     TemplateCompileError,
     TemplateEnvironment,
+    TemplateNotFound,
     analyse_partial,
     normalize_include_name,
     render_messages,

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from registry.errors import InvalidDefinition, RegistryError
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.models import Issue, Release
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 
 Bump = Literal["major", "minor", "patch", "none"]
 _ORDER: dict[str, int] = {"none": 0, "patch": 1, "minor": 2, "major": 3}

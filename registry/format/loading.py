@@ -17,8 +17,6 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from jinja2 import TemplateNotFound
-
 from registry.errors import AgentNotFound, InvalidDefinition, RegistryError, summarize
 from registry.format.composite import AgentFacts, composite_facts, leaf_facts
 from registry.format.composite_graph import Checked, CompositeGraph
@@ -33,7 +31,7 @@ from registry.format.safeyaml import YamlDocument, YamlError, YamlLimits, parse_
 from registry.format.spec import AgentSpec
 from registry.format.tree import Tree
 from registry.models import WORKTREE_TAG, Issue, Release, close_matches, did_you_mean, encode_json
-from registry.rendering.sandbox import TemplateEnvironment
+from registry.rendering import TemplateEnvironment, TemplateNotFound
 
 log = logging.getLogger(__name__)
 

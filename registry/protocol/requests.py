@@ -30,7 +30,7 @@ from registry.format.definition import CompiledAgent
 from registry.format.spec import AgentSpec
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.protocol.records import ActionRecord
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 
 TASK_KEYS = ("agent", "release", "inputs")
 STEP_KEYS = ("decision", "reason", "arguments")

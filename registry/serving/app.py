@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from flask import Flask
 
-from registry.rendering.sandbox import pausing
+from registry.rendering import pausing
 from registry.serving import apidocs
 from registry.serving.api import (
     OPENAPI_KEY,

@@ -58,7 +58,7 @@ from registry.format.parsers import ParseResult
 from registry.format.safeyaml import YamlLimits
 from registry.format.versions import ChannelSelector, ExactSelector, Selector, parse_selector
 from registry.models import AgentSummary, Prompt, Release, Resolution
-from registry.rendering.sandbox import RENDER_SEMANTICS, RenderLimits
+from registry.rendering import RENDER_SEMANTICS, RenderLimits
 from registry.serving.cache import AgentKey, ContentCache, MemoryTier
 from registry.serving.events import ReleaseChange, ReleaseEvents
 from registry.serving.metrics import Metrics

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from registry.errors import StoreError
 from registry.format.safeyaml import YamlLimits
-from registry.rendering.sandbox import RenderLimits
+from registry.rendering import RenderLimits
 from registry.serving.cache import ContentCache, MemoryTier, RedisTier
 from registry.serving.events import ReleaseEvents
 from registry.serving.metrics import Metrics

@@ -11,7 +11,7 @@ gateway's ``GET`` waits behind all of them.
 before its application code runs when its body is larger than
 ``HEAVY_BODY_BYTES``, and a render enters it once it has run
 ``SLICE_SECONDS``: the application hands in the hook its long work calls
-between slices (the registry's: ``registry.rendering.sandbox.pausing``). In
+between slices (the registry's: ``registry.rendering.pausing``). In
 the lane a request waits for its turn, one at a time, and a long render
 yields after each slice, so that every cheap request ready in the meantime
 goes first. A request in the lane holds its turn until it is answered;
