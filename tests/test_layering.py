@@ -49,7 +49,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.agents",
         "registry.format.bundle",
         "registry.format.definition",
-        "registry.format.inputschema",  # the input budget, counted as the server counts it
+        "registry.format.inputbudget",  # the input budget, counted as the server counts it
         "registry.store.releases",
     ),
     # The executor fetches what it runs through the client, and shares with

@@ -10,7 +10,7 @@
 Importing it imports none of the server's dependencies (Flask, Redis,
 GitPython) nor its serving modules. It shares with the server what makes a
 local render the server's render: ``rendering``, ``agents`` (output
-parsers), ``format.definition``, ``format.inputschema`` (the input budget)
+parsers), ``format.definition``, ``format.inputbudget`` (the input budget)
 and ``format.bundle``, ``store.releases``
 (ranges resolve as the server resolves them), ``models`` and ``errors``
 (tests/test_layering.py holds it to that). See docs/client.md.

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from registry.agents.parsers import ParseResult
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, RenderError
 from registry.format.definition import CompiledAgent, compile_definition
-from registry.format.inputschema import MAX_VALIDATED_DEPTH
+from registry.format.inputbudget import MAX_VALIDATED_DEPTH
 from registry.models import Prompt, Resolution
 from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 
@@ -158,7 +158,7 @@ def _plain_json_within(inputs: dict[str, Any], limits: RenderLimits | None) -> b
     (no lone surrogates), few enough to check quickly and never cyclic.
 
     With ``limits``, also whether they are within its input budget exactly as
-    ``format.inputschema.measure`` counts it (every container's length, the
+    ``format.inputbudget.measure`` counts it (every container's length, the
     characters of every string and key, no non-empty container nested
     ``MAX_VALIDATED_DEPTH`` levels down), so that the render need not walk
     them again.

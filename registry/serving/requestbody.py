@@ -22,7 +22,7 @@ from typing import Any
 from flask import Request
 
 from registry.errors import InvalidInputs, InvalidRequest, PayloadTooLarge
-from registry.format.inputschema import holds_more_values
+from registry.format.inputbudget import holds_more_values
 from registry.models import Issue
 
 _RENDER_FIELDS = {"inputs"}
