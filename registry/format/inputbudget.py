@@ -83,25 +83,34 @@ def measure(
         while level:
             if depth >= MAX_VALIDATED_DEPTH and any(level):  # members one level deeper than the limit
                 return too_deep((name,))
-            below = []
-            for container in level:
-                values += len(container)
-                if values > max_values:
-                    return _too_many_values((name,), max_values)
-                if container.__class__ is dict:
-                    chars += _key_chars(container)
-                    container = container.values()
-                for child in container:
-                    kind = child.__class__
-                    if kind is str:
-                        chars += len(child)
-                    elif kind is dict or kind is list:
-                        below.append(child)
+            level, values, chars = _count_level(level, values, chars, max_values)
+            if values > max_values:
+                return _too_many_values((name,), max_values)
             if chars > max_chars:
                 return _too_much_text((name,), max_chars)
-            level = below
             depth += 1
     return None
+
+
+def _count_level(level: list[Any], values: int, chars: int, max_values: int) -> tuple[list[Any], int, int]:
+    """The arrays and objects one level below those of ``level``, and
+    ``values`` and ``chars`` with ``level``'s counted in; the count stops as
+    soon as ``values`` passes ``max_values``."""
+    below = []
+    for container in level:
+        values += len(container)
+        if values > max_values:
+            break
+        if container.__class__ is dict:
+            chars += _key_chars(container)
+            container = container.values()
+        for child in container:
+            kind = child.__class__
+            if kind is str:
+                chars += len(child)
+            elif kind is dict or kind is list:
+                below.append(child)
+    return below, values, chars
 
 
 # Bytes a JSON text may hold that the scan below does not need: all but the
