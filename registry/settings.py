@@ -121,6 +121,13 @@ class Settings:
     def __post_init__(self) -> None:
         # The one place the root is normalised: stores take it as given.
         object.__setattr__(self, "root", self.root.strip("/"))
+        self._check_source()
+        self._check_serving()
+        self._check_cache()
+        self._check_agents()
+
+    def _check_source(self) -> None:
+        """What is served, from where, and how often it is fetched."""
         if not _ROOT_SHAPE.fullmatch(self.channels_file) or ".." in self.channels_file.split("/"):
             raise ConfigurationError(f"channels file {self.channels_file!r} must be a relative path in the repository")
         if sum(bool(source) for source in (self.repo, self.worktree, self.remote)) > 1:
@@ -133,6 +140,9 @@ class Settings:
             raise ConfigurationError("the sync failing limit must be 0 (never) or between 1 s and 30 days")
         if not _ROOT_SHAPE.fullmatch(self.root) or ".." in self.root.split("/"):
             raise ConfigurationError(f"root {self.root!r} must be a relative path inside the repository")
+
+    def _check_serving(self) -> None:
+        """The HTTP server's workers, bounds and logging."""
         if self.worker_class not in _WORKER_CLASSES:
             raise ConfigurationError(f"worker class must be one of {', '.join(_WORKER_CLASSES)}")
         if not 0 < self.body_seconds <= 300:
@@ -154,6 +164,9 @@ class Settings:
             raise ConfigurationError("port must be between 0 (any free port) and 65535")
         if self.log_level not in _LOG_LEVELS:
             raise ConfigurationError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
+
+    def _check_cache(self) -> None:
+        """Redis and the cache tiers."""
         if self.redis_url is not None:
             _check_redis_url(self.redis_url)
         if not _REDIS_PREFIX_SHAPE.fullmatch(self.redis_prefix):
@@ -164,6 +177,9 @@ class Settings:
             raise ConfigurationError("cache_entries must be a positive number")
         if not 0 <= self.cache_max_age <= 86400:
             raise ConfigurationError("cache_max_age must be between 0 and 86400 seconds")
+
+    def _check_agents(self) -> None:
+        """The Agent Protocol service's database, and the tokens of both services."""
         if self.agents_database_url is not None and not self.agents_database_url.startswith(
             ("sqlite:///", "postgresql://", "postgresql+psycopg://")
         ):

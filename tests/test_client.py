@@ -38,7 +38,7 @@ from registry.client import (
 from registry.client.agent import _plain_json_within, as_request_json
 from registry.client.retry_after import MAX_RETRY_AFTER, parse_retry_after
 from registry.format.bundle import Bundle
-from registry.format.inputschema import MAX_VALIDATED_DEPTH, measure
+from registry.format.inputbudget import MAX_VALIDATED_DEPTH, measure
 from registry.rendering import RenderLimits
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app, schema_says

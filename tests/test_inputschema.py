@@ -16,17 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from registry.format.inputschema import (
+from registry.format.inputbudget import (
     MAX_VALIDATED_CHARS,
     MAX_VALIDATED_DEPTH,
     MAX_VALIDATED_VALUES,
-    Deadline,
-    InputsSchema,
-    SchemaProblem,
-    _read_alike,
     holds_more_values,
     measure,
 )
+from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, _read_alike
 from tests.conftest import schema_says
 
 

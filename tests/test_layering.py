@@ -53,7 +53,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.rendering",
         "registry.format.bundle",
         "registry.format.definition",
-        "registry.format.inputschema",  # the input budget, counted as the server counts it
+        "registry.format.inputbudget",  # the input budget, counted as the server counts it
         "registry.format.parsers",
         "registry.format.versions",
     ),

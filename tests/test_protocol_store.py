@@ -26,7 +26,8 @@ from alembic.script import ScriptDirectory
 
 from registry.errors import ConfigurationError, StoreError
 from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
-from registry.protocol.store import METADATA, MIGRATIONS, TaskStore
+from registry.protocol.store import MIGRATIONS, TaskStore
+from registry.protocol.tables import METADATA
 from tests.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)
 from tests.redis_server import free_port
 

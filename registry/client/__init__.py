@@ -10,7 +10,7 @@
 Importing it imports none of the server's dependencies (Flask, Redis,
 GitPython) nor its serving modules. It shares with the server what makes a
 local render the server's render: ``rendering``, ``format.parsers``
-(output parsers), ``format.definition``, ``format.inputschema`` (the input
+(output parsers), ``format.definition``, ``format.inputbudget`` (the input
 budget), ``format.bundle`` and ``format.versions`` (ranges match as the
 server matches them), ``models`` and ``errors``
 (tests/test_layering.py holds it to that). See docs/client.md.

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, RenderError
 from registry.format.definition import CompiledAgent, compile_definition
-from registry.format.inputschema import MAX_VALIDATED_DEPTH
+from registry.format.inputbudget import MAX_VALIDATED_DEPTH
 from registry.format.parsers import ParseResult
 from registry.models import Prompt, Resolution
 from registry.rendering import RenderLimits, TemplateEnvironment
@@ -158,7 +158,7 @@ def _plain_json_within(inputs: dict[str, Any], limits: RenderLimits | None) -> b
     (no lone surrogates), few enough to check quickly and never cyclic.
 
     With ``limits``, also whether they are within its input budget exactly as
-    ``format.inputschema.measure`` counts it (every container's length, the
+    ``format.inputbudget.measure`` counts it (every container's length, the
     characters of every string and key, no non-empty container nested
     ``MAX_VALIDATED_DEPTH`` levels down), so that the render need not walk
     them again.
@@ -181,26 +181,38 @@ def _plain_json_within(inputs: dict[str, Any], limits: RenderLimits | None) -> b
                     return False
                 chars += len(key)
             items = container.values()
-        # Scalars are checked here, not pushed and popped: most values are.
-        for item in items:
-            kind = type(item)
-            if kind is str:
-                if not item.isascii() and not _encodable(item):
-                    return False
-                chars += len(item)
-            elif kind is dict or kind is list:
-                pending.append((item, depth + 1))
-            elif kind is int:
-                if item.bit_length() > _CHECKED_INT_BITS:  # json refuses ints past 4,300 digits by default
-                    return False
-            elif kind is float:
-                if not math.isfinite(item):
-                    return False
-            elif kind is not bool and item is not None:  # tuples, subclasses (IntEnum, ...), anything else
-                return False
+        members = _plain_member_chars(items, pending, depth + 1)
+        if members is None:
+            return False
+        chars += members
     if limits is None:
         return True
     return seen <= limits.max_input_values and chars <= limits.max_input_chars and deepest < MAX_VALIDATED_DEPTH
+
+
+def _plain_member_chars(items: Iterable[Any], pending: list[tuple[Any, int]], depth: int) -> int | None:
+    """The characters of the strings among ``items``, or None unless every
+    scalar among them comes back from a JSON round trip unchanged; the dicts
+    and lists among them go onto ``pending``, at ``depth``."""
+    chars = 0
+    # Scalars are checked here, not pushed and popped: most values are.
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and not _encodable(item):
+                return None
+            chars += len(item)
+        elif kind is dict or kind is list:
+            pending.append((item, depth))
+        elif kind is int:
+            if item.bit_length() > _CHECKED_INT_BITS:  # json refuses ints past 4,300 digits by default
+                return None
+        elif kind is float:
+            if not math.isfinite(item):
+                return None
+        elif kind is not bool and item is not None:  # tuples, subclasses (IntEnum, ...), anything else
+            return None
+    return chars
 
 
 def _encodable(text: str) -> bool:

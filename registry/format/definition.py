@@ -18,8 +18,8 @@ can reach and the rendering semantics: equal digests render identically.
 
 Rendering takes inputs from callers: before any schema work they are measured
 against the input budget of the ``RenderLimits`` (values, nesting, text;
-``registry.format.inputschema.measure``), and validating them and rendering share
-one clock.
+``registry.format.inputbudget.measure``), and validating them and rendering
+share one clock.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from jsonschema.exceptions import ValidationError
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, NotAPrompt, PayloadTooLarge, summarize
 from registry.format.composite import Pattern, read_pattern
 from registry.format.composite_local import local_issues
-from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem, measure
+from registry.format.inputbudget import measure
+from registry.format.inputschema import Deadline, InputsSchema, SchemaProblem
 from registry.format.parsers import OutputParser
 from registry.format.safeyaml import JsonPath, YamlDocument
 from registry.format.spec import AgentSpec

@@ -135,12 +135,33 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
     Raises ``YamlError`` with every problem found; the parse stops at the first
     syntax error, since nothing after it can be trusted.
     """
+    root = _composed(_decoded(data, limits), limits)
+    issues: list[Issue] = []
+    values: dict[JsonPath, Position] = {}
+    keys: dict[JsonPath, Position] = {}
+    _measure(root, limits)
+    _inspect(root, (), values, keys, issues, set())
+    if issues:
+        raise YamlError(issues)
+    value = _constructed(root)
+    _check_finite(value, (), issues, values)
+    if issues:
+        raise YamlError(issues)
+    return YamlDocument(value=value, values=values, keys=keys)
+
+
+def _decoded(data: bytes, limits: YamlLimits) -> str:
+    """The text of a file within the size limit and in UTF-8."""
     if len(data) > limits.max_bytes:
         raise YamlError([_issue(f"file is {len(data)} bytes; the limit is {limits.max_bytes} bytes", rule="file-size")])
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise YamlError([_issue(f"file is not UTF-8 text (invalid byte at offset {exc.start})")]) from exc
+
+
+def _composed(text: str, limits: YamlLimits) -> yaml.Node:
+    """The node tree of ``text``, once its event stream is within ``limits``."""
     try:
         _check_event_stream(text, limits)
         root = yaml.compose(text, Loader=_DefinitionLoader)
@@ -168,16 +189,13 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
         raise YamlError([_issue(f"YAML error: {str(exc).splitlines()[0]}")]) from exc
     if root is None:
         raise YamlError([_issue("file is empty; a definition is a YAML mapping")])
+    return root
 
-    issues: list[Issue] = []
-    values: dict[JsonPath, Position] = {}
-    keys: dict[JsonPath, Position] = {}
-    _measure(root, limits)
-    _inspect(root, (), values, keys, issues, set())
-    if issues:
-        raise YamlError(issues)
+
+def _constructed(root: yaml.Node) -> Any:
+    """The value of a checked node tree."""
     try:
-        value = _DefinitionLoader("").construct_document(root)
+        return _DefinitionLoader("").construct_document(root)
     except yaml.MarkedYAMLError as exc:
         problem = exc.problem or exc.context or "invalid value"
         raise YamlError(
@@ -186,10 +204,6 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         # The constructor's own failures, which only hostile files reach.
         raise YamlError([_issue(f"YAML value cannot be read: {str(exc).splitlines()[0]}")]) from exc
-    _check_finite(value, (), issues, values)
-    if issues:
-        raise YamlError(issues)
-    return YamlDocument(value=value, values=values, keys=keys)
 
 
 def _check_event_stream(text: str, limits: YamlLimits) -> None:

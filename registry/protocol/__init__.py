@@ -6,7 +6,8 @@ routes), ``service`` (what each request changes), ``requests`` (what a
 request may say, checked first), ``outputs`` (what a step answers),
 ``states`` (every entity's state machine and who may move it), ``records``
 and ``store``
-(SQLite or PostgreSQL through SQLAlchemy, migrated by Alembic),
+(SQLite or PostgreSQL through SQLAlchemy, migrated by Alembic) over
+``tables`` (its schema),
 ``server`` (gunicorn). See docs/agent-protocol.md.
 
 May import: ``registry.executor`` and ``registry.client`` (agents are

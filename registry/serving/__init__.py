@@ -1,6 +1,7 @@
 """The registry's service and everything HTTP that is the registry's own.
 
-Owns the registry's operations (``service``), the cache tiers and replica
+Owns the registry's operations (``service``) and what they answer
+(``answers``), the cache tiers and replica
 announcements, its metrics, its routes' tokens and bodies, the API
 blueprint and its pages, the web UI, the application factory and
 ``prompt-registry serve``'s gunicorn application. What it shares with the

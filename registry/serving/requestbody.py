@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from registry.errors import InvalidInputs, InvalidRequest
-from registry.format.inputschema import holds_more_values
+from registry.format.inputbudget import holds_more_values
 from registry.models import Issue
 from registry.web.requestbody import is_utf8, json_object
 

@@ -1,13 +1,14 @@
 """The registry's operations, independent of HTTP.
 
-``RegistryService`` is what the HTTP API and the CLI call. Every operation
-resolves the requested release to one commit first and then answers entirely
-from that commit's catalog, so an answer is never mixed from two releases.
-Loaded agents are cached by commit and path in the content tiers
-(``registry.serving.cache``): a commit's content never changes, so there is nothing
-to invalidate, only bounds. What a range, ``latest`` or a channel resolves to
-is a pointer: it is cached next to the release index it was worked out from,
-and a new index (a tag pushed, fetched, moved) replaces it.
+``RegistryService`` is what the HTTP API and the CLI call; what it answers is
+in ``registry.serving.answers``. Every operation resolves the requested
+release to one commit first and then answers entirely from that commit's
+catalog, so an answer is never mixed from two releases. Loaded agents are
+cached by commit and path in the content tiers (``registry.serving.cache``): a
+commit's content never changes, so there is nothing to invalidate, only
+bounds. What a range, ``latest`` or a channel resolves to is a pointer: it is
+cached next to the release index it was worked out from, and a new index (a
+tag pushed, fetched, moved) replaces it.
 
 With a remote, a replica has nothing to answer from before its first
 successful sync: every request that reads releases is answered ``NotReady``
@@ -27,14 +28,11 @@ fetches, and answers with its own if they still differ.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any
 
 from cachetools import LRUCache
@@ -54,11 +52,11 @@ from registry.format.bundle import BundleRelease, encode_bundle
 from registry.format.definition import check_agent_name
 from registry.format.diff import LibraryDiff, diff_catalogs
 from registry.format.loading import LoadedAgent, ReleaseCatalog
-from registry.format.parsers import ParseResult
 from registry.format.safeyaml import YamlLimits
 from registry.format.versions import ChannelSelector, ExactSelector, Selector, parse_selector
-from registry.models import AgentSummary, Prompt, Release, Resolution
-from registry.rendering import RENDER_SEMANTICS, RenderLimits
+from registry.models import AgentSummary, Release, Resolution
+from registry.rendering import RenderLimits
+from registry.serving.answers import AgentAnswer, AgentListing, DiffAnswer, ParseAnswer, ReleaseOverview, RenderAnswer
 from registry.serving.cache import AgentKey, ContentCache, MemoryTier
 from registry.serving.events import ReleaseChange, ReleaseEvents
 from registry.serving.metrics import Metrics
@@ -85,116 +83,6 @@ CATCH_UP_SECONDS = 2.0
 # How often a waiting request looks for a change: release and channel checks
 # cost a stat, a scandir and a ref read, so this is cheap.
 _LONG_POLL_CHECK_SECONDS = 0.2
-
-
-@dataclass(frozen=True)
-class AgentListing:
-    """The agents of one release."""
-
-    resolution: Resolution
-    agents: list[AgentSummary]
-
-
-@dataclass(frozen=True)
-class AgentAnswer:
-    """One agent at one release; for a composite, with every agent it can run
-    (``reached``, in the order of its graph's nodes), so that whoever runs it
-    needs one answer."""
-
-    resolution: Resolution
-    agent: LoadedAgent
-    reached: tuple[LoadedAgent, ...] = ()
-
-    def render_etag(self, inputs: Any) -> str:
-        """What names this agent rendered with ``inputs``, before rendering it:
-        equal digests render identically, so the digest and the inputs name
-        the result."""
-        canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-        material = f"{RENDER_SEMANTICS}\0{self.agent.digest}\0{canonical}".encode()
-        return "render-" + hashlib.sha256(material).hexdigest()[:40]
-
-
-@dataclass(frozen=True)
-class ReleaseOverview:
-    """Every release, and every channel with what it points to now."""
-
-    index: ReleaseIndex
-    channels: ChannelTable
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``GET /v1/releases``."""
-        latest = self.index.latest
-        body: dict[str, Any] = {
-            "releases": [r.as_dict() for r in self.index.releases],
-            "latest": latest.tag if latest else None,
-            "channels": self.channels.describe(self.index),
-        }
-        if self.channels.problems:
-            body["channel_errors"] = [p.as_dict() for p in self.channels.problems]
-        return body
-
-    @cached_property
-    def etag(self) -> str:
-        """Changes whenever a release or a channel does. Computed once per
-        overview: a long-poll compares it every 0.2 s, and it hashes every release."""
-        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
-        return "releases-" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-@dataclass(frozen=True)
-class RenderAnswer:
-    """A rendered prompt, with the agent and release it came from."""
-
-    resolution: Resolution
-    agent: LoadedAgent
-    prompt: Prompt
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``POST .../render`` and of ``render --format json``."""
-        return {
-            **_provenance(self.resolution, self.agent),
-            "messages": self.prompt.as_dicts(),
-            "model": self.prompt.model,
-            "params": self.prompt.params,
-        }
-
-
-@dataclass(frozen=True)
-class ParseAnswer:
-    """A model's reply parsed by an agent's output parser, with the agent and
-    release whose parser it was."""
-
-    resolution: Resolution
-    agent: LoadedAgent
-    result: ParseResult
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``POST .../parse``."""
-        return {**_provenance(self.resolution, self.agent), "result": self.result.as_dict()}
-
-
-def _provenance(resolution: Resolution, agent: LoadedAgent) -> dict[str, Any]:
-    """What every answer about one agent opens with: the release and the agent."""
-    return {
-        "release": resolution.as_dict(),
-        "usecase": agent.usecase,
-        "name": agent.name,
-        "digest": agent.digest,
-    }
-
-
-@dataclass(frozen=True)
-class DiffAnswer:
-    """What changed between two releases, with what each side resolved to."""
-
-    source: Resolution
-    target: Resolution
-    diff: LibraryDiff
-
-    @property
-    def immutable(self) -> bool:
-        """Whether the answer never changes: both sides name exact tags."""
-        return self.source.immutable and self.target.immutable
 
 
 class RegistryService:

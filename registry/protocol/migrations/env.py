@@ -11,7 +11,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from registry.protocol.store import METADATA
+from registry.protocol.tables import METADATA
 
 connection: Connection = context.config.attributes["connection"]
 context.configure(
