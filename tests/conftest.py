@@ -15,9 +15,9 @@ from flask.testing import FlaskClient
 
 from registry.serving.app import create_app
 from registry.settings import Settings
-from tests.executor_fixtures import docs_index, example  # noqa: F401  (fixtures for every test module)
-from tests.postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
-from tests.redis_server import RedisServer
+from tests.support.executor_fixtures import docs_index, example  # noqa: F401  (fixtures for every test module)
+from tests.support.postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from tests.support.redis_server import RedisServer
 
 AGENTS = "ai_gateway/agents"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from registry.authoring.examples import run_examples
 from registry.authoring.lint import lint
-from tests.servers import CLI, clean_environment
+from tests.support.servers import CLI, clean_environment
 
 AGENTS = "ai_gateway/agents"
 NOT_SERVED_WHY = (

@@ -17,7 +17,7 @@ from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
 from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
-from tests.servers import CLI, clean_environment
+from tests.support.servers import CLI, clean_environment
 
 AGENTS = "ai_gateway/agents"
 RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"

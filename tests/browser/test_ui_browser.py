@@ -4,8 +4,8 @@ one with API tokens, one over hostile definitions, and one showing the tasks of
 ``prompt-registry agents serve``). Every page visited must bring no console
 error, no uncaught exception, no dialog and nothing blocked by the CSP, and
 must be valid HTML (checked at the end of the session). The same pages through
-Flask's test client are tests/test_ui.py; the browser and its checks are
-tests/browser.py."""
+Flask's test client are tests/serving/ui/test_ui.py; the browser and its checks are
+tests/support/browser.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser import (  # noqa: F401  (fixtures)
+from tests.conftest import LibraryRepo
+from tests.support.browser import (  # noqa: F401  (fixtures)
     PHONE,
     Tab,
     browser_fixture,
@@ -28,9 +29,8 @@ from tests.browser import (  # noqa: F401  (fixtures)
     session_summary_fixture,
     visited_pages_fixture,
 )
-from tests.conftest import LibraryRepo
-from tests.redis_server import free_port
-from tests.servers import RegistryProcess, clean_environment
+from tests.support.redis_server import free_port
+from tests.support.servers import RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 OpenTab = Callable[..., Tab]

@@ -42,8 +42,8 @@ from registry.format.inputschema import MAX_VALIDATED_DEPTH, measure
 from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app, schema_says
-from tests.redis_server import free_port
-from tests.servers import CLI, RegistryProcess, clean_environment
+from tests.support.redis_server import free_port
+from tests.support.servers import CLI, RegistryProcess, clean_environment
 
 QUICK_RETRIES = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
 RULES_INPUTS = {"question": "Why?", "rules": ["Cite sources", "Be kind"]}

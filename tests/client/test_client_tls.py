@@ -25,7 +25,7 @@ import trustme
 
 from registry.client import AsyncRegistryClient, RegistryClient, RegistryUnavailable, RetryPolicy, tls
 from tests.conftest import LibraryRepo
-from tests.servers import RegistryProcess, clean_environment
+from tests.support.servers import RegistryProcess, clean_environment
 
 NO_RETRIES = RetryPolicy(attempts=1)
 RELEASES: dict[str, object] = {"releases": [], "latest": None, "channels": {}}
@@ -128,7 +128,7 @@ def _python(program: str, **env: str) -> str:
         text=True,
         timeout=60,
         env={**clean_environment(), **env},
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()

@@ -13,7 +13,7 @@ import pytest
 from registry.errors import AgentNotFound, ReleaseNotFound
 from registry.executor import BLOCKED, COMPLETED, EXHAUSTED, FAILED, PythonTools
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import (
+from tests.support.executor_fixtures import (
     GATE_SCHEMA,
     LABEL_SCHEMA,
     REACT,
@@ -514,7 +514,7 @@ inputs: {type: object, required: [question], properties: {question: {type: strin
 
 def test_tools_of_an_mcp_server_bind_by_name_and_its_death_is_an_observation(repo: LibraryRepo) -> None:
     from registry.executor.mcp_tools import McpTools
-    from tests.test_mcp_tools import STDIO
+    from tests.integration.test_mcp_tools import STDIO
 
     repo.release("v1.0.0", {"tools/mcp.yml": MCP_AGENT})
     replies = [

@@ -11,7 +11,7 @@ import pytest
 
 from registry.executor import COMPLETED, OpenAIChatModel, SqliteFtsRetriever
 from registry.executor.executor import RunResult
-from tests.executor_fixtures import (
+from tests.support.executor_fixtures import (
     LIBRARY_AGENTS,
     NO_SCHEMA_INPUTS,
     example_inputs,
@@ -19,7 +19,7 @@ from tests.executor_fixtures import (
     library_tools,
     scripted_replies,
 )
-from tests.openai_server import ScriptedModelServer
+from tests.support.openai_server import ScriptedModelServer
 
 
 def run_scripted(example: Path, docs_index: SqliteFtsRetriever, agent: str) -> RunResult:

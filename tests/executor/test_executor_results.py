@@ -12,7 +12,7 @@ import pytest
 
 from registry.executor import BLOCKED, COMPLETED, EXHAUSTED, FAILED, OpenAIChatModel, PythonTools
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import (
+from tests.support.executor_fixtures import (
     CLASSIFIER_LEAF,
     GATE_SCHEMA,
     GATED,
@@ -22,7 +22,7 @@ from tests.executor_fixtures import (
     leaf,
     vote_composite,
 )
-from tests.openai_server import ScriptedModelServer
+from tests.support.openai_server import ScriptedModelServer
 
 DRAFT = leaf("drafter", "Draft: {{ question }}", question="string")
 GATE = json_leaf("the gate", "Check this reply: {{ reply }}", GATE_SCHEMA, reply="string")

@@ -9,8 +9,8 @@ from opentelemetry.trace import StatusCode
 
 from registry.executor import OpenAIChatModel
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import GATE_SCHEMA, executor_for, json_leaf, leaf
-from tests.test_openai_chat import _Answer, _completion_body, _HeaderServer
+from tests.integration.test_openai_chat import _Answer, _completion_body, _HeaderServer
+from tests.support.executor_fixtures import GATE_SCHEMA, executor_for, json_leaf, leaf
 
 GATED = """\
 name: Gated

@@ -8,7 +8,7 @@ import pytest
 
 from registry.errors import InvalidDefinition
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import executor_for, json_leaf, leaf
+from tests.support.executor_fixtures import executor_for, json_leaf, leaf
 
 DICT_METHOD_NAMES = ("items", "keys", "values", "get", "pop", "update", "copy")
 

@@ -22,9 +22,9 @@ from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
-from tests.redis_server import free_port
-from tests.servers import CLI, clean_environment
-from tests.test_api import _validate_against_openapi
+from tests.serving.test_api import _validate_against_openapi
+from tests.support.redis_server import free_port
+from tests.support.servers import CLI, clean_environment
 
 DRAFT = """\
 name: Draft an answer

@@ -17,7 +17,7 @@ from registry.format.safeyaml import parse_yaml
 from registry.models import Issue, Message
 from registry.rendering.sandbox import RenderLimits, TemplateEnvironment
 from tests.conftest import LibraryRepo, schema_says
-from tests.executor_fixtures import registry_client
+from tests.support.executor_fixtures import registry_client
 
 FILE = "chat/agent.yml"
 PARTIALS = {

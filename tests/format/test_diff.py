@@ -13,7 +13,7 @@ from registry.format.diff import classify
 from registry.serving.service import RegistryService
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, make_app
-from tests.servers import CLI, clean_environment
+from tests.support.servers import CLI, clean_environment
 
 RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"
 TYPED = """\
@@ -225,7 +225,7 @@ def test_the_ci_templates_call_real_commands() -> None:
 
     from registry.cli.main import _parser
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     commands = []
     for name in ("docs/ci/gitlab-ci.yml", "docs/ci/github-workflow.yml", ".pre-commit-hooks.yaml"):
         text = (root / name).read_text()
@@ -331,7 +331,7 @@ def test_the_ci_templates_pass_on_the_first_tag(repo: LibraryRepo) -> None:
     repo.write("chat/minimal.yml", MINIMAL)
     repo.commit("first")
     repo.tag("v0.1.0")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for name in ("docs/ci/gitlab-ci.yml", "docs/ci/github-workflow.yml"):
         lines = [line for line in (root / name).read_text().splitlines() if "prompt-registry check-release" in line]
         assert len(lines) == 1, name

@@ -16,7 +16,7 @@ from registry.agents.parsers import FinalAnswer, OutputParser, ParseError, ToolC
 from registry.client import RegistryClient
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app, schema_says
-from tests.servers import CLI, clean_environment
+from tests.support.servers import CLI, clean_environment
 
 TOOLS = [
     {
@@ -346,7 +346,7 @@ def test_results_as_dicts() -> None:
 
 # -- the same result from the client, HTTP and the CLI ---------------------------
 
-LIBRARY = Path(__file__).resolve().parent.parent / "library" / "ai_gateway" / "agents"
+LIBRARY = Path(__file__).resolve().parents[2] / "library" / "ai_gateway" / "agents"
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from registry.serving.cache import AgentKey, MemoryTier, content_format, redis_k
 from registry.serving.events import ReleaseEventsChannel
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, make_app
-from tests.redis_server import RedisServer, SentinelServer, free_port
+from tests.support.redis_server import RedisServer, SentinelServer, free_port
 
 
 def _metric(app: Flask, name: str, **labels: str) -> float:

@@ -22,11 +22,11 @@ import pytest
 
 from registry.settings import BUNDLED_LIBRARY
 from tests.conftest import LibraryRepo, schema_says
-from tests.servers import RegistryProcess
+from tests.support.servers import RegistryProcess
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:

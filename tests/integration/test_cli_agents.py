@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from registry.store.example import build_example_repository
-from tests.redis_server import free_port
-from tests.servers import REPOSITORY, RegistryProcess, clean_environment
+from tests.support.redis_server import free_port
+from tests.support.servers import REPOSITORY, RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 

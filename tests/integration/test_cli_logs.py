@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.openai_server import ScriptedModelServer
-from tests.redis_server import free_port
-from tests.servers import clean_environment
+from tests.support.openai_server import ScriptedModelServer
+from tests.support.redis_server import free_port
+from tests.support.servers import clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 LIBRARY_LINES = ("alembic", "httpx", "HTTP Request", "setup plugin")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import ScriptedModelServer
-from tests.servers import RegistryProcess, clean_environment
+from tests.support.openai_server import ScriptedModelServer
+from tests.support.servers import RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 GATED_REPLIES = """\
@@ -192,7 +192,7 @@ def test_index_refuses_with_one_line(tmp_path: Path, arguments: list[str], messa
 
 
 def test_the_python_example_of_the_executor_docs_runs_as_written(tmp_path: Path) -> None:
-    page = (Path(__file__).resolve().parent.parent / "docs" / "executor.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "executor.md").read_text(encoding="utf-8")
     section = page[page.index("## The Python API") :]
     code = section[
         section.index("```python\n") + len("```python\n") : section.index("```", section.index("```python") + 3)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from registry.client import RegistryClient, RegistryError
 from tests.conftest import LibraryRepo
-from tests.servers import RegistryProcess
+from tests.support.servers import RegistryProcess
 
 BRIEFING = """\
 name: Briefing with every construct the parity test exercises

@@ -14,8 +14,8 @@ import pytest
 from registry.executor import COMPLETED, FAILED, OpenAIChatModel
 from registry.store.example import build_example_repository
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import executor_for, leaf
-from tests.openai_server import ScriptedModelServer
+from tests.support.executor_fixtures import executor_for, leaf
+from tests.support.openai_server import ScriptedModelServer
 
 DRAFT = leaf("drafter", "Draft: {{ question }}", question="string").replace(
     "model: {name: test-model,", "params: {timeout: 2}\nmodel: {name: test-model,"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.redis_server import free_port
-from tests.servers import REPOSITORY, RegistryProcess, clean_environment
+from tests.support.redis_server import free_port
+from tests.support.servers import REPOSITORY, RegistryProcess, clean_environment
 
 README = REPOSITORY / "README.md"
 
@@ -195,11 +195,11 @@ def test_the_serving_process_imports_only_what_the_package_declares() -> None:
 # Imported by our dependencies only when installed (an ImportError is
 # handled), and installed here by the test extras: never needed to serve.
 OPTIONAL_IMPORTS = {
-    "opentelemetry-sdk",  # redis's observability uses the SDK when it finds one (tests/test_otel.py needs it)
+    "opentelemetry-sdk",  # redis's observability uses the SDK when it finds one (tests/executor/test_otel.py needs it)
     "opentelemetry-semantic-conventions",  # the SDK's resource attributes
-    "psutil",  # the SDK's process resource detector; tests/test_server.py needs it
+    "psutil",  # the SDK's process resource detector; tests/integration/test_server.py needs it
     "pygments",  # httpx's command line (httpx._main), imported when its extras are present
-    "rich",  # the same, brought here by schemathesis (tests/test_protocol_conformance.py)
+    "rich",  # the same, brought here by schemathesis (tests/protocol/test_protocol_conformance.py)
 }
 
 

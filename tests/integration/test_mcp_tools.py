@@ -1,5 +1,5 @@
 """Tools served by MCP servers (registry/executor/mcp_tools.py), against the
-real server of tests/mcp_server.py: as a child process over stdio, and as
+real server of tests/support/mcp_server.py: as a child process over stdio, and as
 its own process over streamable HTTP on a free port. Nothing is mocked."""
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from registry.errors import ConfigurationError
 from registry.executor.mcp_tools import McpServerUnavailable, McpTools
 from registry.executor.tools import ToolFailure
-from tests.mcp_server import PAGE_SIZE
-from tests.redis_server import free_port
+from tests.support.mcp_server import PAGE_SIZE
+from tests.support.redis_server import free_port
 
-SERVER = Path(__file__).resolve().parent / "mcp_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
 STDIO = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))} --stdio"
 TOOLS = {"add", "echo", "fail", "slow", "big", "die", "image", "files", "point"}
 
 
 class McpHttpServer:
-    """``tests/mcp_server.py --http`` on a free port, stopped by its PID."""
+    """``tests/support/mcp_server.py --http`` on a free port, stopped by its PID."""
 
     def __init__(self, log: Path, *options: str) -> None:
         self.options = options

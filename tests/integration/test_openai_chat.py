@@ -1,5 +1,5 @@
 """The OpenAI-compatible model, through the official SDK, against real HTTP
-servers: tests/openai_server.py as its own process, and a small server in
+servers: tests/support/openai_server.py as its own process, and a small server in
 a thread here for what that one cannot script (response headers, a body
 with no length, a compressed body)."""
 
@@ -21,8 +21,8 @@ import pytest
 from registry.errors import ModelError
 from registry.executor.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
 from registry.executor.openai_chat import OpenAIChatModel
-from tests.openai_server import ScriptedModelServer
-from tests.redis_server import free_port
+from tests.support.openai_server import ScriptedModelServer
+from tests.support.redis_server import free_port
 
 FAST = {"backoff": 0.01, "max_backoff": 0.05}
 MB = 1000 * 1000

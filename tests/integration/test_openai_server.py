@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.openai_server import ScriptedModelServer
+from tests.support.openai_server import ScriptedModelServer
 
 
 @contextmanager

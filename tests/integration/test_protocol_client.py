@@ -3,7 +3,7 @@
 
 The client needs pydantic<2 and urllib3<2, which our venv cannot hold, so
 it lives in a venv of its own (``.venv-apclient``, made once and reused)
-and runs tests/ap_client_script.py, which prints what it saw as JSON.
+and runs tests/support/ap_client_script.py, which prints what it saw as JSON.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import pytest
 from werkzeug.serving import make_server
 
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
-from tests.test_protocol import Service
+from tests.protocol.test_protocol import Service
+from tests.support.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 CLIENT_VENV = REPOSITORY / ".venv-apclient"
 CLIENT_NAME = "agent-protocol-client"
 CLIENT_VERSION = "1.1.0"
 CLIENT_PACKAGE = f"{CLIENT_NAME}=={CLIENT_VERSION}"
-SCRIPT = Path(__file__).with_name("ap_client_script.py")
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "ap_client_script.py"
 
 REPLIES: list[dict[str, Any]] = [
     {"agent": "s/draft", "content": "Open Settings, then Account.", "repeat": True},

@@ -27,10 +27,10 @@ from alembic.script import ScriptDirectory
 from registry.errors import ConfigurationError, StoreError
 from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
 from registry.protocol.store import METADATA, MIGRATIONS, TaskStore
-from tests.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)
-from tests.redis_server import free_port
+from tests.support.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)
+from tests.support.redis_server import free_port
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 5, 9, 12, 0, tzinfo=timezone.utc)
 RESUMABLE = ("created", "waiting_for_input")
 

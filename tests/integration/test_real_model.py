@@ -18,8 +18,14 @@ from typing import Any
 import pytest
 
 from registry.executor import COMPLETED, OUTCOMES, OpenAIChatModel, SqliteFtsRetriever
-from tests.executor_fixtures import LIBRARY_AGENTS, NO_SCHEMA_INPUTS, example_inputs, executor_for, library_tools
-from tests.servers import clean_environment
+from tests.support.executor_fixtures import (
+    LIBRARY_AGENTS,
+    NO_SCHEMA_INPUTS,
+    example_inputs,
+    executor_for,
+    library_tools,
+)
+from tests.support.servers import clean_environment
 
 MODEL_URL = os.environ.get("REGISTRY_TEST_MODEL_URL", "")
 pytestmark = [

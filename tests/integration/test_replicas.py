@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from registry.serving.events import ReleaseEvents
 from tests.conftest import MINIMAL, Upstream, eventually
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 
 def _ready(app: Flask) -> bool:

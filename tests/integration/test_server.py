@@ -18,7 +18,13 @@ import pytest
 
 from registry.serving.server import REQUESTS_PER_CONNECTION
 from registry.settings import BUNDLED_LIBRARY
-from tests.servers import RegistryProcess, clean_environment, established_connections, keep_alive_load, live_workers
+from tests.support.servers import (
+    RegistryProcess,
+    clean_environment,
+    established_connections,
+    keep_alive_load,
+    live_workers,
+)
 
 
 def _quiet_environment() -> dict[str, str]:

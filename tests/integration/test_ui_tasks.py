@@ -1,7 +1,7 @@
 """The UI's tasks pages over a real Agent Protocol service (``prompt-registry
 agents serve`` with a scripted model and a tool that waits for approval), read
 through Flask's test client. The same in a browser is in
-tests/test_ui_browser.py."""
+tests/browser/test_ui_browser.py."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from flask.testing import FlaskClient
 from registry.serving.app import create_app
 from registry.serving.ui.tasks import AGENT_SERVICE_KEY
 from registry.settings import Settings
-from tests.redis_server import free_port
-from tests.servers import RegistryProcess
-from tests.test_ui import csrf, page
-from tests.test_ui_browser import CLI, SCRIPT, TOOLS
+from tests.browser.test_ui_browser import CLI, SCRIPT, TOOLS
+from tests.serving.ui.test_ui import csrf, page
+from tests.support.redis_server import free_port
+from tests.support.servers import RegistryProcess
 
 
 class AgentServer(RegistryProcess):

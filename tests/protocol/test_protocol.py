@@ -24,7 +24,7 @@ from registry.protocol.states import TRANSITIONS
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import CLASSIFIER_LEAF, GATE_SCHEMA, GATED, REACT, json_leaf, leaf, vote_composite
+from tests.support.executor_fixtures import CLASSIFIER_LEAF, GATE_SCHEMA, GATED, REACT, json_leaf, leaf, vote_composite
 
 TOKEN_A = "token-a-0123456789abcdef"
 TOKEN_B = "token-b-0123456789abcdef"

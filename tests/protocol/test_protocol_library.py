@@ -15,7 +15,7 @@ from registry.executor import Executor, ScriptedModel, SqliteFtsRetriever
 from registry.protocol.app import create_app
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
-from tests.executor_fixtures import LIBRARY_AGENTS, example_inputs, library_tools, scripted_replies
+from tests.support.executor_fixtures import LIBRARY_AGENTS, example_inputs, library_tools, scripted_replies
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from registry.protocol.states import (
     transition,
 )
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "agent-protocol.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "agent-protocol.md"
 STATES = {"task": TASK_STATES, "step": STEP_STATES, "action": ACTION_STATES, "artifact": ARTIFACT_STATES}
 
 

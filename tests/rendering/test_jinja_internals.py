@@ -33,7 +33,7 @@ from registry.rendering.jinja_internals import (
     top_level_output,
 )
 
-REGISTRY = Path(__file__).resolve().parent.parent / "registry"
+REGISTRY = Path(__file__).resolve().parents[2] / "registry"
 INTERNALS = REGISTRY / "rendering" / "jinja_internals.py"
 PARTIALS = {"m": "{% macro hi() %}hi{% endmacro %}top{{ 1 }}"}
 

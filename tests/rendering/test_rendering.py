@@ -28,7 +28,7 @@ from registry.rendering.sandbox import (
     render_messages,
 )
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 DESIGN_EXAMPLE = REPOSITORY / "library" / "ai_gateway" / "agents" / "chat" / "minimal.yml"
 TOOLS = [
     {"name": "issue_reader", "description": "Reads an issue given its reference.", "example": 'issue_reader("#12")'},

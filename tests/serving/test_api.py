@@ -954,7 +954,7 @@ def test_every_route_refuses_an_unknown_query_parameter(admin_app: Flask) -> Non
         if rule.endpoint == "api.malformed_agent_path":
             continue  # answers every request with its own invalid-request
         if rule.rule.startswith("/ui"):
-            continue  # pages answer HTML; tests/test_ui.py checks their parameters
+            continue  # pages answer HTML; tests/serving/ui/test_ui.py checks their parameters
         for method in sorted(rule.methods or ()):
             response = client.open(_concrete(rule.rule) + "?relase=v1.0.0", method=method, headers=headers)
             assert response.status_code == 400, (method, rule.rule, response.status_code)

@@ -5,7 +5,7 @@ object of what it saw.
 Run by tests/test_protocol_client.py with the interpreter of a venv of its
 own (the client needs pydantic<2; ours has pydantic 2)::
 
-    .venv-apclient/bin/python tests/ap_client_script.py http://127.0.0.1:PORT
+    .venv-apclient/bin/python tests/support/ap_client_script.py http://127.0.0.1:PORT
 
 The service must offer the agents of tests/test_protocol.py's library: the
 composite ``s/gated`` (two model rounds) and the leaf ``s/draft`` (one).

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Dialog, Locator, Page, Response
 
 CHROMIUM = Path("/usr/bin/chromium")
-DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "img"
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
 INSTALL_SECONDS = 600
 """apt-get's time to install Chromium, downloads included."""
 DESKTOP = {"width": 1280, "height": 800}

@@ -1,8 +1,8 @@
 """A real MCP server for the tests, written with the SDK's ``MCPServer``.
 
-    python tests/mcp_server.py --stdio
-    python tests/mcp_server.py --http --port 8123     (streamable HTTP at /mcp)
-    python tests/mcp_server.py --stdio --legacy       (the initialize handshake only)
+    python tests/support/mcp_server.py --stdio
+    python tests/support/mcp_server.py --http --port 8123     (streamable HTTP at /mcp)
+    python tests/support/mcp_server.py --stdio --legacy       (the initialize handshake only)
 
 Its tools: ``add`` (an int, structured), ``echo``, ``fail`` (the tool
 raises: an ``isError`` result), ``slow`` (sleeps), ``big`` (a long text),

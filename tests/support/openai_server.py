@@ -1,7 +1,7 @@
 """A real OpenAI-compatible HTTP server whose replies the tests script.
 
 Started as its own process on a free port and stopped by PID, like the
-Redis of ``tests/redis_server.py``: the executor's tests talk to it through
+Redis of ``tests/support/redis_server.py``: the executor's tests talk to it through
 the official ``openai`` SDK, over HTTP, exactly as they would to vLLM or a
 LiteLLM proxy. Nothing of the SDK is patched.
 
@@ -19,7 +19,7 @@ be used again and again. With no reply left, the answer is 500 with
 ``"script exhausted"``. Every request body is appended as one JSON line to
 the log file, for the tests to read.
 
-    python -m tests.openai_server --port 8000 --script replies.json --log requests.jsonl
+    python -m tests.support.openai_server --port 8000 --script replies.json --log requests.jsonl
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.redis_server import free_port
+from tests.support.redis_server import free_port
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 class Script:
@@ -138,7 +138,7 @@ def make_handler(script: Script, log: Path) -> type[BaseHTTPRequestHandler]:
 
 
 class ScriptedModelServer:
-    """``python -m tests.openai_server`` on a free port, stopped by PID."""
+    """``python -m tests.support.openai_server`` on a free port, stopped by PID."""
 
     def __init__(self, replies: list[dict[str, Any]], directory: Path) -> None:
         self.port = free_port()
@@ -149,7 +149,7 @@ class ScriptedModelServer:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ScriptedModelServer:
-        command = [sys.executable, "-m", "tests.openai_server", "--port", str(self.port)]
+        command = [sys.executable, "-m", "tests.support.openai_server", "--port", str(self.port)]
         command += ["--script", str(self._script), "--log", str(self.log)]
         self._process = subprocess.Popen(command, cwd=REPOSITORY)
         deadline = time.monotonic() + 20

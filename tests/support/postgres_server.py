@@ -9,7 +9,7 @@ fsync): the server lives for one test session.
 Fixtures, for a test module to import (pytest finds fixtures in the module's
 namespace)::
 
-    from tests.postgres_server import postgres_server, postgres_url  # noqa: F401
+    from tests.support.postgres_server import postgres_server, postgres_url  # noqa: F401
 
 - ``postgres_server`` (session): the ``PostgresServer``; skips, with the
   reason, where none can be found or started.
@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.redis_server import free_port
+from tests.support.redis_server import free_port
 
 SUPERUSER = "postgres"
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import psutil
 
-from tests.redis_server import free_port
+from tests.support.redis_server import free_port
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def clean_environment() -> dict[str, str]:

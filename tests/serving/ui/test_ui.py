@@ -1,6 +1,6 @@
 """The web UI, page by page, through Flask's test client over the example
 library (a real tagged repository) and hostile definitions; the browser
-tests are tests/test_ui_browser.py."""
+tests are tests/browser/test_ui_browser.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from registry.serving.app import create_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
+from tests.support.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
 
 TOKEN = "ui-token-0123456789abcdef"
 

@@ -23,7 +23,7 @@ from registry.serving.ui.forms import (
     inputs_from_form,
 )
 
-AGENTS = Path(__file__).resolve().parent.parent / "library" / "ai_gateway" / "agents"
+AGENTS = Path(__file__).resolve().parents[3] / "library" / "ai_gateway" / "agents"
 DEFINITIONS = {
     path.relative_to(AGENTS).as_posix(): yaml.safe_load(path.read_text()) for path in sorted(AGENTS.glob("*/*.yml"))
 }

@@ -22,11 +22,11 @@ from flask.testing import FlaskClient
 from registry.serving.app import create_app
 from registry.serving.ui.sessions import LIFETIME, DirectorySignedOut, UiSessions
 from registry.settings import Settings
-from tests.redis_server import RedisServer
-from tests.servers import CLI, clean_environment
-from tests.test_ui import csrf, page
+from tests.serving.ui.test_ui import csrf, page
+from tests.support.redis_server import RedisServer
+from tests.support.servers import CLI, clean_environment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "ui-token-0123456789abcdef"
 COOKIE = "prompt_registry_ui"
 SECRET = "the-ui-secret-of-every-worker-0123456789"
