@@ -31,20 +31,11 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
 )
 from tests.support.redis_server import free_port
 from tests.support.servers import RegistryProcess, clean_environment
+from tests.support.triage_agent import SCRIPT, TOOLS
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 OpenTab = Callable[..., Tab]
 TOKEN = "browser-token-0123456789abcdef"
-
-TOOLS = """\
-def list_jobs(pipeline_id):
-    return f"jobs of pipeline {pipeline_id}: lint failed, test passed"
-
-def job_log(job_id, lines=100):
-    return "E501 line too long"
-
-TOOLS = {"list_jobs": list_jobs, "job_log": job_log}
-"""
 
 HOSTILE = """\
 name: "<script>alert('name')</script>"
@@ -56,23 +47,6 @@ inputs:
   required: [question]
   properties:
     question: {type: string, description: "<b onmouseover=alert(1)>hover</b>", default: "\\"><script>alert(2)</script>"}
-"""
-
-# The first reply that matches the last message is the one sent: the answers
-# to an observation come before the action every task's first message gets.
-SCRIPT = """\
-- when: "rejected this call: do not read the jobs"
-  content: "Final Answer: I did not look at the jobs, as asked."
-  repeat: true
-- when: "jobs of pipeline 8"
-  content: "Final Answer: pipeline 8 failed in its lint job."
-  repeat: true
-- when: "jobs of pipeline 7"
-  content: "Final Answer: pipeline 7 failed in its lint job."
-  repeat: true
-- when: "^Pipeline 7 failed"
-  content: "Thought: which job failed?\\nAction: list_jobs\\nAction Input: {\\"pipeline_id\\": 7}"
-  repeat: true
 """
 
 

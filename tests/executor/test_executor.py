@@ -14,7 +14,6 @@ from registry.errors import AgentNotFound, ReleaseNotFound
 from registry.executor import BLOCKED, COMPLETED, EXHAUSTED, FAILED, PythonTools
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import (
-    GATE_SCHEMA,
     LABEL_SCHEMA,
     REACT,
     VERDICT_SCHEMA,
@@ -24,28 +23,11 @@ from tests.support.executor_fixtures import (
     registry_client,
     vote_composite,
 )
+from tests.support.gated_answer import DRAFT, GATE, GATED
 
-DRAFT = leaf("the drafter", "Draft a reply to: {{ question }}", question="string")
-GATE = json_leaf("the gate", "Check this reply: {{ reply }}", GATE_SCHEMA, reply="string")
 CLASSIFIER = json_leaf("the classifier", "Classify: {{ question }}", LABEL_SCHEMA, question="string")
 BILLING = leaf("billing", "Billing question: {{ question }}", question="string")
 FALLBACK = leaf("fallback", "Other question: {{ question }}", question="string")
-
-GATED = """\
-name: Gated answer
-inputs: {type: object, required: [question], properties: {question: {type: string}}}
-pattern:
-  kind: chain
-  steps:
-    - id: draft
-      agent: support/draft
-      inputs: {question: "{{ inputs.question }}"}
-    - id: gate
-      agent: support/gate
-      inputs: {reply: "{{ steps.draft.output }}"}
-      gate: {on_block: "Sorry: {{ gate.reason }}"}
-  limits: {max_llm_calls: 4, timeout: 60}
-"""
 
 ROUTED = """\
 name: Routed answer
@@ -514,7 +496,7 @@ inputs: {type: object, required: [question], properties: {question: {type: strin
 
 def test_tools_of_an_mcp_server_bind_by_name_and_its_death_is_an_observation(repo: LibraryRepo) -> None:
     from registry.executor.mcp_tools import McpTools
-    from tests.integration.test_mcp_tools import STDIO
+    from tests.support.mcp_commands import STDIO
 
     repo.release("v1.0.0", {"tools/mcp.yml": MCP_AGENT})
     replies = [

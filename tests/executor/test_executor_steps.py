@@ -11,8 +11,8 @@ from registry.executor import Executor, PythonTools, ScriptedModel
 from registry.executor.executor import StepResult
 from registry.executor.journal import MemoryJournal
 from tests.conftest import LibraryRepo
-from tests.executor.test_executor import DRAFT, GATE, GATED
 from tests.support.executor_fixtures import CLASSIFIER_LEAF, REACT, registry_client, vote_composite
+from tests.support.gated_answer import DRAFT, GATE, GATED
 
 ACTION = 'Thought: look\nAction: lookup\nAction Input: {"word": "ox"}'
 

@@ -9,8 +9,8 @@ from opentelemetry.trace import StatusCode
 
 from registry.executor import OpenAIChatModel
 from tests.conftest import LibraryRepo
-from tests.integration.test_openai_chat import _Answer, _completion_body, _HeaderServer
 from tests.support.executor_fixtures import GATE_SCHEMA, executor_for, json_leaf, leaf
+from tests.support.header_server import Answer, HeaderServer, completion_body
 
 GATED = """\
 name: Gated
@@ -64,7 +64,7 @@ def test_a_reply_from_another_model_than_the_one_asked_for_records_both(repo: Li
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with _HeaderServer([_Answer(200, _completion_body("drafted"))]) as server:
+    with HeaderServer([Answer(200, completion_body("drafted"))]) as server:
         model = OpenAIChatModel(base_url=server.base_url, api_key="k")
         with executor_for(repo.path, model, tracer_provider=provider) as executor:
             result = executor.run("s/draft", {"question": "q"})

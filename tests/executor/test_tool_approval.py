@@ -17,7 +17,7 @@ from registry.executor import Executor, PythonTools, ScriptedModel
 from registry.executor.executor import StepResult
 from registry.executor.journal import MemoryJournal
 from tests.conftest import LibraryRepo
-from tests.integration.test_cli_run import run as run_cli
+from tests.support.cli import run as run_cli
 from tests.support.executor_fixtures import executor_for, registry_client
 
 REFUNDS = """\

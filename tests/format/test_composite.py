@@ -22,7 +22,7 @@ from registry.format.safeyaml import YamlLimits
 from registry.rendering.sandbox import RenderLimits
 from registry.settings import Settings
 from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
-from tests.serving.test_api import _validate_against_openapi
+from tests.support.openapi_check import validate_against_openapi
 from tests.support.redis_server import free_port
 from tests.support.servers import CLI, clean_environment
 
@@ -451,7 +451,7 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     ]
     assert graph["nodes"][0]["digest"] == answer.json["digest"] == answer.headers["ETag"].strip('"')
     assert graph["max_llm_calls"] == 2
-    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", answer)
+    validate_against_openapi("/v1/agents/{usecase}/{name}", "get", answer)
     assert "graph" not in client.get("/v1/agents/chat/minimal?release=v1.0.0").json
     # Every agent it can run, in the same answer, as each one's own GET answers it.
     assert list(answer.json["agents"]) == ["compliance/response_gate", "support/draft_answer"]

@@ -12,23 +12,16 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run
 from tests.support.openai_server import ScriptedModelServer
-from tests.support.servers import RegistryProcess, clean_environment
+from tests.support.servers import RegistryProcess
 
-CLI = str(Path(sys.executable).parent / "prompt-registry")
 GATED_REPLIES = """\
 - agent: support/draft_answer
   content: "Open Settings › Billing and choose Request refund."
 - agent: compliance/response_gate
   content: '{"allow": true}'
 """
-
-
-def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in clean_environment().items() if not k.startswith("OPENAI_")}
-    return subprocess.run(
-        [CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env={**environment, **(env or {})}
-    )
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

@@ -23,11 +23,10 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from registry.errors import ConfigurationError
 from registry.executor.mcp_tools import McpServerUnavailable, McpTools
 from registry.executor.tools import ToolFailure
+from tests.support.mcp_commands import SERVER, STDIO, down_the_first_time
 from tests.support.mcp_server import PAGE_SIZE
 from tests.support.redis_server import free_port
 
-SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
-STDIO = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))} --stdio"
 TOOLS = {"add", "echo", "fail", "slow", "big", "die", "image", "files", "point"}
 
 
@@ -388,12 +387,6 @@ def test_the_description_names_the_server_and_hides_credentials() -> None:
 def test_a_target_that_is_no_command_is_a_configuration_error(target: str) -> None:
     with pytest.raises(ConfigurationError, match="^--mcp docs: "):
         McpTools("docs", target)
-
-
-def down_the_first_time(marker: Path) -> str:
-    """A command that exits with status 3 the first time it runs, and runs the test server after."""
-    script = f"test -e {shlex.quote(str(marker))} || {{ touch {shlex.quote(str(marker))}; echo down >&2; exit 3; }}"
-    return f"sh -c {shlex.quote(f'{script}; exec {STDIO}')}"
 
 
 def test_a_server_that_failed_to_start_starts_when_started_again(tmp_path: Path) -> None:

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import threading
 import time
 import tracemalloc
-from dataclasses import dataclass, field
-from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +17,7 @@ import pytest
 from registry.errors import ModelError
 from registry.executor.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
 from registry.executor.openai_chat import OpenAIChatModel
+from tests.support.header_server import Answer, HeaderServer, completion_body
 from tests.support.openai_server import ScriptedModelServer
 from tests.support.redis_server import free_port
 
@@ -49,71 +46,6 @@ def _failure(base_url: str, request: ChatRequest | None = None, **options: Any) 
     with pytest.raises(ModelError) as caught:
         _complete(base_url, request, **options)
     return caught.value
-
-
-@dataclass
-class _Answer:
-    """One answer of ``_HeaderServer``: ``body`` sent ``repeat`` times, with a
-    Content-Length unless ``sized`` is false (then the connection's end ends it)."""
-
-    status: int
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    repeat: int = 1
-    sized: bool = True
-
-
-class _HeaderServer:
-    """A real HTTP server in a thread, answering each request with the next of
-    ``answers``; it records when each request came and its headers (which
-    look names up in any case)."""
-
-    def __init__(self, answers: list[_Answer]) -> None:
-        self.received: list[tuple[float, Message]] = []
-        pending = iter(answers)
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                received.append((time.monotonic(), self.headers))
-                answer = next(pending)
-                self.send_response(answer.status)
-                self.send_header("Content-Type", "application/json")
-                for name, value in answer.headers.items():
-                    self.send_header(name, value)
-                if answer.sized:
-                    self.send_header("Content-Length", str(len(answer.body) * answer.repeat))
-                self.end_headers()
-                try:
-                    for _ in range(answer.repeat):
-                        self.wfile.write(answer.body)
-                except OSError:
-                    pass  # the client stopped reading: what a size cap does
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever)
-
-    def __enter__(self) -> _HeaderServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-
-def _completion_body(content: str) -> bytes:
-    return (
-        b'{"id": "chatcmpl-1", "model": "m", "choices": [{"index": 0, "finish_reason": "stop",'
-        b' "message": {"role": "assistant", "content": "' + content.encode() + b'"}}]}'
-    )
 
 
 def test_a_text_reply_comes_back_with_usage_model_finish_reason_and_id(tmp_path: Path) -> None:
@@ -200,10 +132,10 @@ def test_no_retries_means_one_attempt(tmp_path: Path) -> None:
 
 def test_a_429_waits_the_seconds_retry_after_asks_for() -> None:
     answers = [
-        _Answer(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "1"}),
-        _Answer(200, _completion_body("ok")),
+        Answer(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "1"}),
+        Answer(200, completion_body("ok")),
     ]
-    with _HeaderServer(answers) as server:
+    with HeaderServer(answers) as server:
         reply = _complete(server.base_url, max_backoff=1.0)
         (first, _), (second, _) = server.received
     assert reply.content == "ok"
@@ -212,8 +144,8 @@ def test_a_429_waits_the_seconds_retry_after_asks_for() -> None:
 
 def test_a_retry_after_date_is_honoured() -> None:
     date = email.utils.formatdate(time.time() + 2, usegmt=True)
-    answers = [_Answer(503, b"busy", {"Retry-After": date}), _Answer(200, _completion_body("ok"))]
-    with _HeaderServer(answers) as server:
+    answers = [Answer(503, b"busy", {"Retry-After": date}), Answer(200, completion_body("ok"))]
+    with HeaderServer(answers) as server:
         assert _complete(server.base_url, max_backoff=1.0).content == "ok"
         (first, _), (second, _) = server.received
     # The date has whole seconds: between one and two seconds from the answer.
@@ -222,8 +154,8 @@ def test_a_retry_after_date_is_honoured() -> None:
 
 @pytest.mark.parametrize("value", ["1.5", "-1", "1e3"])
 def test_a_retry_after_rfc_9110_does_not_allow_is_ignored_for_the_backoff(value: str) -> None:
-    answers = [_Answer(429, b"{}", {"Retry-After": value}), _Answer(200, _completion_body("ok"))]
-    with _HeaderServer(answers) as server:
+    answers = [Answer(429, b"{}", {"Retry-After": value}), Answer(200, completion_body("ok"))]
+    with HeaderServer(answers) as server:
         assert _complete(server.base_url, backoff=0.3, max_backoff=1.0).content == "ok"
         (first, _), (second, _) = server.received
     # The backoff's first delay, 0.15 to 0.3 s: neither 1.5 s, nor none, nor 1000 s capped to 4.
@@ -231,8 +163,8 @@ def test_a_retry_after_rfc_9110_does_not_allow_is_ignored_for_the_backoff(value:
 
 
 def test_a_long_retry_after_is_capped() -> None:
-    answers = [_Answer(429, b"{}", {"Retry-After": "3600"}), _Answer(200, _completion_body("ok"))]
-    with _HeaderServer(answers) as server:
+    answers = [Answer(429, b"{}", {"Retry-After": "3600"}), Answer(200, completion_body("ok"))]
+    with HeaderServer(answers) as server:
         assert _complete(server.base_url, backoff=0.01, max_backoff=0.1).content == "ok"
         (first, _), (second, _) = server.received
     assert second - first < 1  # at most four times max_backoff
@@ -240,7 +172,7 @@ def test_a_long_retry_after_is_capped() -> None:
 
 def test_a_429_that_never_ends_names_the_retries_and_the_message() -> None:
     body = b'{"error": {"message": "rate limit reached for requests", "type": "requests"}}'
-    with _HeaderServer([_Answer(429, body)] * 2) as server:
+    with HeaderServer([Answer(429, body)] * 2) as server:
         error = _failure(server.base_url, max_retries=1)
         assert len(server.received) == 2
     assert (
@@ -250,7 +182,7 @@ def test_a_429_that_never_ends_names_the_retries_and_the_message() -> None:
 
 def test_an_error_message_is_cut_to_200_characters_on_one_line() -> None:
     body = b'{"detail": "' + b"line\\nbreak " * 50 + b'"}'
-    with _HeaderServer([_Answer(422, body)]) as server:
+    with HeaderServer([Answer(422, body)]) as server:
         error = _failure(server.base_url)
     message = str(error).split(": ", 1)[1]
     assert message.startswith("line break line break") and len(message) == 203 and "\n" not in message
@@ -324,8 +256,8 @@ def test_a_10_mb_reply_is_refused_by_its_length_without_being_read(tmp_path: Pat
 
 
 def test_a_10_mb_reply_with_no_length_is_read_only_up_to_the_cap() -> None:
-    answers = [_Answer(200, _completion_body("warm-up")), _Answer(200, b"x" * 65536, repeat=160, sized=False)]
-    with _HeaderServer(answers) as server:
+    answers = [Answer(200, completion_body("warm-up")), Answer(200, b"x" * 65536, repeat=160, sized=False)]
+    with HeaderServer(answers) as server:
         error, peak = _failure_and_peak_memory(server.base_url)
     assert error.reason == "too-large"
     assert str(error) == "the model's reply is over 4 MiB; the rest was not read"
@@ -334,21 +266,21 @@ def test_a_10_mb_reply_with_no_length_is_read_only_up_to_the_cap() -> None:
 
 
 def test_a_smaller_cap_is_kept_as_well() -> None:
-    answers = [_Answer(200, _completion_body("warm-up")), _Answer(200, b"x" * 65536, repeat=160, sized=False)]
-    with _HeaderServer(answers) as server:
+    answers = [Answer(200, completion_body("warm-up")), Answer(200, b"x" * 65536, repeat=160, sized=False)]
+    with HeaderServer(answers) as server:
         error, peak = _failure_and_peak_memory(server.base_url, max_reply_bytes=1024 * 1024)
     assert str(error) == "the model's reply is over 1 MiB; the rest was not read"
     assert peak < 2 * MB
 
 
 def test_a_reply_within_the_cap_is_read() -> None:
-    body = _completion_body("y" * 5000)
-    with _HeaderServer([_Answer(200, body, sized=False)]) as server:
+    body = completion_body("y" * 5000)
+    with HeaderServer([Answer(200, body, sized=False)]) as server:
         assert _complete(server.base_url, max_reply_bytes=len(body)).content == "y" * 5000
 
 
 def test_an_uncompressed_reply_is_asked_for_and_a_compressed_one_refused() -> None:
-    with _HeaderServer([_Answer(200, b"\x1f\x8b...", {"Content-Encoding": "gzip"})]) as server:
+    with HeaderServer([Answer(200, b"\x1f\x8b...", {"Content-Encoding": "gzip"})]) as server:
         error = _failure(server.base_url)
         ((_, headers),) = server.received
     assert headers["Accept-Encoding"] == "identity"
@@ -379,8 +311,8 @@ def test_the_description_names_the_endpoint_and_openai_is_the_default(monkeypatc
 
 def test_without_a_key_a_placeholder_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "from-the-environment")
-    answers = [_Answer(200, _completion_body("ok"))]
-    with _HeaderServer(answers) as server:
+    answers = [Answer(200, completion_body("ok"))]
+    with HeaderServer(answers) as server:
         _complete(server.base_url, api_key=None)
         ((_, headers),) = server.received
     assert headers["Authorization"] == "Bearer not-set"

@@ -21,8 +21,8 @@ import pytest
 from werkzeug.serving import make_server
 
 from tests.conftest import LibraryRepo
-from tests.protocol.test_protocol import Service
 from tests.support.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
+from tests.support.protocol_service import Service
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 CLIENT_VENV = REPOSITORY / ".venv-apclient"

@@ -14,9 +14,9 @@ from flask.testing import FlaskClient
 
 from registry.executor import OpenAIChatModel
 from tests.conftest import LibraryRepo
-from tests.protocol.test_protocol import Service, create, step
 from tests.support.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
 from tests.support.openai_server import ScriptedModelServer
+from tests.support.protocol_service import Service, create, step
 
 DRAFT = leaf("drafter", "Draft: {{ question }}", question="string").replace(
     "model: {name: test-model,", "params: {timeout: 1}\nmodel: {name: test-model,"

@@ -19,10 +19,10 @@ from flask.testing import FlaskClient
 from registry.serving.app import create_app
 from registry.serving.ui.tasks import AGENT_SERVICE_KEY
 from registry.settings import Settings
-from tests.browser.test_ui_browser import CLI, SCRIPT, TOOLS
-from tests.serving.ui.test_ui import csrf, page
 from tests.support.redis_server import free_port
-from tests.support.servers import RegistryProcess
+from tests.support.servers import CLI, RegistryProcess
+from tests.support.triage_agent import SCRIPT, TOOLS
+from tests.support.ui_pages import csrf, page
 
 
 class AgentServer(RegistryProcess):

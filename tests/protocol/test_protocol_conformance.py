@@ -25,8 +25,8 @@ from schemathesis.config import SchemathesisConfig
 
 from registry.protocol.app import OPENAPI_FILE
 from tests.conftest import LibraryRepo
-from tests.protocol.test_protocol import Service
 from tests.support.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
+from tests.support.protocol_service import Service
 
 SEED = 20240611
 OPENAPI = "/ap/v1/openapi.json"

@@ -22,10 +22,10 @@ from registry.protocol.app import create_app
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.integration.test_mcp_tools import down_the_first_time
-from tests.protocol.test_protocol import Service, create, step
 from tests.support.executor_fixtures import REACT, leaf
+from tests.support.mcp_commands import down_the_first_time
 from tests.support.openai_server import ScriptedModelServer
+from tests.support.protocol_service import Service, create, step
 
 ASKS = """\
 name: Asks

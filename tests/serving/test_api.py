@@ -14,30 +14,12 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from jsonschema import Draft202012Validator
 from werkzeug.test import TestResponse
 
 from registry.serving.app import openapi_document
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, client_for, make_app
-
-
-def _validate_against_openapi(path_template: str, method: str, response: TestResponse) -> None:
-    """Check a response body against the schema the OpenAPI document gives it."""
-    document = openapi_document()
-    operation = document["paths"][path_template][method]
-    declared = operation["responses"][str(response.status_code)]
-    if "$ref" in declared:
-        declared = document["components"]["responses"][declared["$ref"].rsplit("/", 1)[1]]
-    content = declared.get("content")
-    if content is None:
-        assert not response.data
-        return
-    media_type = response.mimetype
-    assert media_type in content, f"{media_type} not declared for {method} {path_template} {response.status_code}"
-    schema = {**content[media_type]["schema"], "components": document["components"]}
-    body = response.get_json(force=True) if media_type.endswith("json") else response.get_data(as_text=True)
-    Draft202012Validator(schema).validate(body)
+from tests.support.openapi_check import validate_against_openapi
 
 
 def _problem(response: TestResponse, status: int, slug: str) -> dict[str, Any]:
@@ -68,7 +50,7 @@ def test_releases_are_listed_newest_first_with_latest_non_prerelease(
     }
     # an annotated tag is reported with its commit, not the tag object
     assert body["releases"][1]["commit"] == released_repo.git("rev-parse", "v1.1.0^{commit}")
-    _validate_against_openapi("/v1/releases", "get", response)
+    validate_against_openapi("/v1/releases", "get", response)
 
 
 def test_agents_of_a_release_are_listed_sorted_with_provenance(client: FlaskClient, released_repo: LibraryRepo) -> None:
@@ -85,7 +67,7 @@ def test_agents_of_a_release_are_listed_sorted_with_provenance(client: FlaskClie
     assert [(a["usecase"], a["name"]) for a in body["agents"]] == [("chat", "minimal")]
     assert response.headers["X-Registry-Release"] == "v1.0.0"
     assert response.headers["X-Registry-Commit"] == commit
-    _validate_against_openapi("/v1/agents", "get", response)
+    validate_against_openapi("/v1/agents", "get", response)
 
 
 def test_invalid_definitions_are_listed_with_their_errors(repo: LibraryRepo) -> None:
@@ -106,7 +88,7 @@ def test_invalid_definitions_are_listed_with_their_errors(repo: LibraryRepo) -> 
     assert broken["path"] == "ai_gateway/agents/chat/broken.yml"
     assert any(e.get("hint") == "did you mean 'prompt_templates'?" for e in broken["errors"])
     assert "errors" not in agents[1]
-    _validate_against_openapi("/v1/agents", "get", response)
+    validate_against_openapi("/v1/agents", "get", response)
 
 
 def test_agent_is_served_with_digest_etag_and_definition_in_file_order(client: FlaskClient) -> None:
@@ -118,7 +100,7 @@ def test_agent_is_served_with_digest_etag_and_definition_in_file_order(client: F
     assert response.headers["ETag"] == f'"{body["digest"]}"'
     assert list(body["definition"]["prompt_templates"]) == ["system", "user"]
     assert list(json.loads(response.data)["definition"]) == ["name", "prompt_templates"]
-    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
 
 
 def test_unchanged_agent_keeps_its_digest_across_releases(client: FlaskClient) -> None:
@@ -169,7 +151,7 @@ def test_render_returns_messages_in_template_order(client: FlaskClient) -> None:
     assert body["model"] is None and body["params"] is None
     assert body["release"]["tag"] == "v1.1.0"
     assert response.headers["X-Registry-Release"] == "v1.1.0"
-    _validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
 
 
 def test_render_with_an_empty_body_uses_no_inputs(repo: LibraryRepo) -> None:
@@ -188,7 +170,7 @@ def test_invalid_inputs_report_every_error(client: FlaskClient) -> None:
     body = _problem(response, 422, "invalid-inputs")
     paths = sorted(e["path"] for e in body["errors"])
     assert paths == ["/extra", "/question", "/rules"]
-    _validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
 
 
 def test_missing_variable_without_schema_is_a_render_error_naming_it(client: FlaskClient) -> None:
@@ -214,7 +196,7 @@ def test_openapi_document_lists_every_route(app) -> None:  # type: ignore[no-unt
 def test_healthz(client: FlaskClient) -> None:
     response = client.get("/healthz")
     assert response.get_json() == {"status": "ok"}
-    _validate_against_openapi("/healthz", "get", response)
+    validate_against_openapi("/healthz", "get", response)
 
 
 def test_problem_types_are_described_by_the_registry(client: FlaskClient) -> None:
@@ -300,7 +282,7 @@ def test_unknown_release_lists_the_available_ones(client: FlaskClient) -> None:
     body = _problem(response, 404, "release-not-found")
     assert body["requested"] == "v9.9.9"
     assert body["available"] == ["v2.0.0-rc.1", "v1.1.0", "v1.0.0"]
-    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
 
 
 def test_non_release_tag_is_not_found_as_a_release(repo: LibraryRepo) -> None:
@@ -314,7 +296,7 @@ def test_non_release_tag_is_not_found_as_a_release(repo: LibraryRepo) -> None:
 def test_unknown_agent_is_agent_not_found(client: FlaskClient) -> None:
     response = client.get("/v1/agents/chat/with_rules?release=v1.0.0")
     _problem(response, 404, "agent-not-found")
-    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
 
 
 def test_invalid_definition_is_422_with_every_error_located(repo: LibraryRepo) -> None:
@@ -335,7 +317,7 @@ def test_invalid_definition_is_422_with_every_error_located(repo: LibraryRepo) -
     assert ("/prompt_templates/user", 5) in located
     assert ("/params/timeout", 6) in located
     assert all(e["file"] == "ai_gateway/agents/a/bad.yml" for e in body["errors"])
-    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
     _problem(client.post("/v1/agents/a/bad/render", json={}), 422, "invalid-definition")
 
 
@@ -921,7 +903,7 @@ def test_a_misspelt_release_is_refused_with_a_hint_instead_of_serving_latest(cli
     assert "unknown query parameter 'relase'" in body["detail"]
     assert "did you mean 'release'?" in body["detail"]
     assert "X-Registry-Release" not in response.headers
-    _validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
+    validate_against_openapi("/v1/agents/{usecase}/{name}", "get", response)
 
 
 def test_an_unknown_parameter_with_no_close_match_names_what_the_route_takes(client: FlaskClient) -> None:
@@ -1026,7 +1008,7 @@ def test_docs_is_swagger_ui_over_the_openapi_document_with_local_assets(client: 
     assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert response.headers["Cache-Control"] == "no-cache"
     assert client.get("/docs", headers={"If-None-Match": response.headers["ETag"]}).status_code == 304
-    _validate_against_openapi("/docs", "get", response)
+    validate_against_openapi("/docs", "get", response)
 
 
 def test_docs_with_a_trailing_slash_is_the_same_page(client: FlaskClient) -> None:
@@ -1092,7 +1074,7 @@ def test_the_index_page_links_the_docs_the_document_the_releases_and_health(clie
         "health": "/healthz",
         "ui": "/ui/",
     }
-    _validate_against_openapi("/", "get", machine)
+    validate_against_openapi("/", "get", machine)
 
 
 def test_parsing_a_body_leaves_the_garbage_collector_as_it_was(client: FlaskClient) -> None:

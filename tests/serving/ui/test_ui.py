@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import html5lib
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
@@ -17,6 +16,7 @@ from registry.serving.app import create_app
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
+from tests.support.ui_pages import csrf, page, valid_html
 
 TOKEN = "ui-token-0123456789abcdef"
 
@@ -31,27 +31,6 @@ def example_app(example: Path) -> Any:
 @pytest.fixture
 def ui(example_app: Flask) -> FlaskClient:
     return example_app.test_client()
-
-
-def page(client: FlaskClient, url: str, status: int = 200) -> str:
-    response = client.get(url)
-    assert response.status_code == status, (url, response.get_data(as_text=True)[:500])
-    assert response.mimetype == "text/html"
-    assert "script-src 'self'" in response.headers["Content-Security-Policy"]
-    text = response.get_data(as_text=True)
-    valid_html(text)
-    return text
-
-
-def valid_html(text: str) -> None:
-    """Parsed by html5lib's strict parser: a parse error is a failure."""
-    html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(text)
-
-
-def csrf(text: str) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', text)
-    assert found
-    return found.group(1)
 
 
 def test_the_root_sends_a_browser_to_the_releases_page(ui: FlaskClient) -> None:

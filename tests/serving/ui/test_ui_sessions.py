@@ -22,9 +22,9 @@ from flask.testing import FlaskClient
 from registry.serving.app import create_app
 from registry.serving.ui.sessions import LIFETIME, DirectorySignedOut, UiSessions
 from registry.settings import Settings
-from tests.serving.ui.test_ui import csrf, page
 from tests.support.redis_server import RedisServer
 from tests.support.servers import CLI, clean_environment
+from tests.support.ui_pages import csrf, page
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "ui-token-0123456789abcdef"
