@@ -37,7 +37,7 @@ RESUMABLE = ("created", "waiting_for_input")
 T = TypeVar("T")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of a new, empty database: a SQLite file, or one on the session's PostgreSQL."""
     if request.param == "sqlite":
