@@ -1,7 +1,10 @@
 """A response of the registry's HTTP API checked against the schema its
-OpenAPI document declares for that path, method and status."""
+OpenAPI document declares for that path, method and status, and checked as
+a problem response of a given status and type."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from werkzeug.test import TestResponse
@@ -25,3 +28,15 @@ def validate_against_openapi(path_template: str, method: str, response: TestResp
     schema = {**content[media_type]["schema"], "components": document["components"]}
     body = response.get_json(force=True) if media_type.endswith("json") else response.get_data(as_text=True)
     Draft202012Validator(schema).validate(body)
+
+
+def problem(response: TestResponse, status: int, slug: str) -> dict[str, Any]:
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/problem+json"
+    body = response.get_json(force=True)
+    assert body["type"] == f"/problems/{slug}"
+    assert body["status"] == status
+    assert body["title"] and body["detail"]
+    text = response.get_data(as_text=True)
+    assert "Traceback" not in text and "/tmp/" not in text and "site-packages" not in text
+    return body
