@@ -57,7 +57,7 @@ from bench.make_library import AGENTS_ROOT, _git, small_library  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
 from registry.rendering import CompiledTemplate, RenderLimits, TemplateEnvironment, render_messages  # noqa: E402
 from registry.rendering.jinja_internals import filter_passes  # noqa: E402
-from tests.servers import RegistryProcess  # noqa: E402
+from tests.support.servers import RegistryProcess  # noqa: E402
 
 AGENTS: dict[tuple[str, str], dict[str, Any]] = {
     ("explain_code", "snippet"): {

@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 from registry.executor import Executor, OpenAIChatModel, PythonTools  # noqa: E402
 from tests.conftest import LibraryRepo  # noqa: E402
-from tests.executor_fixtures import LABEL_SCHEMA, json_leaf, registry_client  # noqa: E402
-from tests.openai_server import ScriptedModelServer  # noqa: E402
+from tests.support.executor_fixtures import LABEL_SCHEMA, json_leaf, registry_client  # noqa: E402
+from tests.support.openai_server import ScriptedModelServer  # noqa: E402
 
 ROUNDS = 7
 RUNS_PER_ROUND = 20

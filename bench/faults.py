@@ -83,7 +83,7 @@ from serving import REGISTRY_APP, ROOT, Server, gunicorn, machine, server_env
 
 sys.path.insert(0, str(ROOT))
 
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 WEBHOOK_SECRET = "bench-faults-webhook-secret"
 ADMIN_TOKEN = "bench-faults-admin-token"

@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 from bench.make_library import small_library  # noqa: E402
 from registry.serving.app import create_app  # noqa: E402
 from registry.settings import Settings  # noqa: E402
-from tests.servers import RegistryProcess, clean_environment  # noqa: E402
+from tests.support.servers import RegistryProcess, clean_environment  # noqa: E402
 
 MAX_BODY = 1024 * 1024
 RELEASE = "v1.2.0"

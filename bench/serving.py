@@ -462,7 +462,7 @@ def start_redis(work: Path) -> str:
     """A throwaway redis-server, from the test extra's helper."""
     global _redis
     sys.path.insert(0, str(ROOT))
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     _redis = RedisServer(work / "redis").start()
     return _redis.url  # type: ignore[attr-defined,no-any-return]

@@ -43,7 +43,7 @@ from serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine
 
 sys.path.insert(0, str(ROOT))
 
-from tests.servers import established_connections, keep_alive_load, live_workers
+from tests.support.servers import established_connections, keep_alive_load, live_workers
 
 USECASE, NAME = AGENT
 GET_PATH = f"/v1/agents/{USECASE}/{NAME}?release=v1.2.0"

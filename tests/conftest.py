@@ -15,11 +15,22 @@ from flask.testing import FlaskClient
 
 from registry.serving.app import create_app
 from registry.settings import Settings
-from tests.executor_fixtures import docs_index, example  # noqa: F401  (fixtures for every test module)
-from tests.postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
-from tests.redis_server import RedisServer
+from tests.support.executor_fixtures import docs_index, example  # noqa: F401  (fixtures for every test module)
+from tests.support.postgres_server import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from tests.support.redis_server import RedisServer
 
 AGENTS = "ai_gateway/agents"
+TESTS = Path(__file__).resolve().parent
+
+# Where tests live says what they need (the markers are declared in setup.cfg):
+# a directory or a module under tests/, and the marks each of its tests gets.
+MARKS_BY_PLACE: dict[str, tuple[str, ...]] = {
+    "integration": ("slow",),
+    "browser": ("browser", "slow"),
+    "protocol/test_protocol_conformance.py": ("conformance", "slow"),
+    "integration/test_protocol_client.py": ("conformance",),
+}
+POSTGRES_FIXTURES = {"postgres_server", "postgres_url"}
 
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -233,3 +244,16 @@ def schema_says(schema: dict[str, Any], instance: Any) -> str:
     from jsonschema import Draft202012Validator
 
     return str(next(Draft202012Validator(schema).iter_errors(instance)).message)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by where it lives, and by the PostgreSQL it asks for."""
+    for item in items:
+        relative = item.path.relative_to(TESTS).as_posix()
+        for place, marks in MARKS_BY_PLACE.items():
+            if relative == place or relative.startswith(f"{place}/"):
+                for mark in marks:
+                    item.add_marker(mark)
+        if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("postgres"):
+            item.add_marker("postgres")
+            item.add_marker("slow")

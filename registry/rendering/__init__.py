@@ -25,7 +25,7 @@ other packages import it from here, by the names below, never Jinja itself:
 
 Every Jinja name beyond Jinja's documented API that the guard needs is
 reached through ``jinja_internals``, which says why for each one
-(tests/test_jinja_internals.py fails loudly if a Jinja release changes them).
+(tests/rendering/test_jinja_internals.py fails loudly if a Jinja release changes them).
 ``TemplateNotFound`` is Jinja's, named here for the loaders of other
 packages that raise it for a partial a release lacks.
 

@@ -6,7 +6,7 @@ subclassing ``Environment`` (``compile``, the sandbox's ``call``,
 transforming the template's syntax tree (``jinja2.nodes``,
 ``NodeTransformer``) and filters made with ``pass_context``. What is left
 could not be done through them, and is here, each with why. Nothing else in
-the registry names a private Jinja name; ``tests/test_jinja_internals.py``
+the registry names a private Jinja name; ``tests/rendering/test_jinja_internals.py``
 checks each of these against the installed Jinja, so that a release that
 changes one fails the tests loudly instead of switching a bound off.
 

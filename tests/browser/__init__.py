@@ -1,0 +1,1 @@
+"""The UI driven in a real headless Chromium."""

@@ -1,0 +1,1 @@
+"""Unit tests of registry.executor, with the scripted model."""

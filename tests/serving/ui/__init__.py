@@ -1,0 +1,1 @@
+"""Unit tests of registry.serving.ui, through Flask's test client."""

@@ -1,0 +1,1 @@
+"""Unit tests of registry.store: git, releases, channels, mirrors, worktrees, tag memory."""
