@@ -75,7 +75,9 @@ def find_or_install_chromium() -> Path:
     pytest.skip(f"no browser: `apt-get install chromium` did not install {CHROMIUM}: {said}")
 
 
-@pytest.fixture(scope="session", name="browser")
+# Module-scoped: a running Playwright keeps its event loop on this thread,
+# where every later asyncio.run() would refuse to start.
+@pytest.fixture(scope="module", name="browser")
 def browser_fixture() -> Iterator[Browser]:
     executable = find_or_install_chromium()
     with sync_api.sync_playwright() as playwright:
