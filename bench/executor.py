@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,7 +76,7 @@ pattern:
 ACTION = 'Thought: look it up\nAction: lookup\nAction Input: {"word": "ox"}'
 
 
-async def baseline(base_url: str, messages_per_round: list[list[dict[str, str]]]) -> float:
+async def baseline(base_url: str, messages_per_round: list[list[ChatCompletionMessageParam]]) -> float:
     client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
     try:
         started = time.perf_counter()
@@ -85,7 +86,7 @@ async def baseline(base_url: str, messages_per_round: list[list[dict[str, str]]]
                     model="bench-model",
                     messages=messages,
                     temperature=0,
-                    max_tokens=200,  # type: ignore[arg-type]
+                    max_tokens=200,
                 )
         return time.perf_counter() - started
     finally:
@@ -131,9 +132,9 @@ def overhead(directory: Path) -> list[tuple[float, float]]:
     return results
 
 
-def _conversation(trace: object) -> list[list[dict[str, str]]]:
+def _conversation(trace: object) -> list[list[ChatCompletionMessageParam]]:
     """The messages of each model call of a run, whole, as the SDK sends them."""
-    messages: list[dict[str, str]] = []
+    messages: list[ChatCompletionMessageParam] = []
     calls = []
     for chat in trace.spans("chat"):  # type: ignore[attr-defined]
         messages = messages + chat.attributes["registry.input_messages"]

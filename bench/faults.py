@@ -76,13 +76,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from make_library import large_library
-from serving import REGISTRY_APP, ROOT, Server, gunicorn, machine, server_env
-
-sys.path.insert(0, str(ROOT))
-
+from bench.make_library import large_library
+from bench.serving import REGISTRY_APP, ROOT, Server, gunicorn, machine, server_env
 from tests.support.redis_server import RedisServer
 
 WEBHOOK_SECRET = "bench-faults-webhook-secret"

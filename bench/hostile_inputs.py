@@ -264,8 +264,8 @@ def main() -> None:
             calls[label] = call
         rounds: dict[str, list[float]] = {label: [] for label in cases}
         for _ in range(args.rounds):
-            for label, call in calls.items():
-                rounds[label].append(per_request_ms(call, count=200 if label == "ordinary" else 5))
+            for label, timed in calls.items():
+                rounds[label].append(per_request_ms(timed, count=200 if label == "ordinary" else 5))
         print("Milliseconds per request; each round is the median of its requests.\n")
         header = " | ".join(f"round {i + 1}" for i in range(args.rounds))
         print(f"| body | bytes | {header} | median | x ordinary | answer |")

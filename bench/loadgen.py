@@ -74,10 +74,12 @@ def _wrk(url: str, *, connections: int, seconds: float, method: str, body: bytes
     output = result.stdout
     if "Non-2xx or 3xx responses" in output or "Socket errors" in output:
         raise RuntimeError(f"wrk saw failed requests against {url}:\n{output}")
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
-    total = int(re.search(r"(\d+) requests in", output).group(1))
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", output)
+    total = re.search(r"(\d+) requests in", output)
     percentiles = re.search(r"BENCH p50_us=(\d+) p99_us=(\d+)", output)
-    return Load(rate, int(percentiles.group(1)) / 1000, int(percentiles.group(2)) / 1000, total, "wrk")
+    assert rate and total and percentiles, f"wrk's report is not as expected:\n{output}"
+    p50, p99 = int(percentiles.group(1)) / 1000, int(percentiles.group(2)) / 1000
+    return Load(float(rate.group(1)), p50, p99, int(total.group(1)), "wrk")
 
 
 async def _python(url: str, *, connections: int, seconds: float, method: str, body: bytes) -> Load:

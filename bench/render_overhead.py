@@ -17,13 +17,14 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Any
 
 import jinja2
 import jinja2.sandbox
 
-from registry.serving.app import build_service
+from registry.serving.wiring import build_service
 from registry.settings import BUNDLED_LIBRARY, Settings
 
 TOOLS = [
@@ -31,13 +32,13 @@ TOOLS = [
     for i in range(8)
 ]
 ROUNDS = 7
-CASES = {
+CASES: dict[tuple[str, str], dict[str, Any]] = {
     ("chat", "minimal"): {"tools": TOOLS},
     ("explain_code", "snippet"): {"language": "python", "code": "def add(a, b):\n    return a + b\n" * 20},
 }
 
 
-def render_all(templates: list[jinja2.Template], variables: dict[str, object]) -> list[str]:
+def render_all(templates: list[jinja2.Template], variables: Mapping[str, object]) -> list[str]:
     return [template.render(variables) for template in templates]
 
 
@@ -51,7 +52,7 @@ def per_call(function: Callable[[], object], *, seconds: float = 1.0) -> float:
         if time.perf_counter() - start > 0.05:
             break
         batch *= 2
-    samples = []
+    samples: list[float] = []
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline or len(samples) < 5:
         start = time.perf_counter()
@@ -93,7 +94,7 @@ def compare(settings: Settings) -> None:
         plain = [plain_env.from_string(s) for s in sources]
         sandboxed = [sandbox_env.from_string(s) for s in sources]
         variables = {**inputs, "audience": "intermediate"}
-        candidates = {
+        candidates: dict[str, Callable[[], object]] = {
             "plain": partial(render_all, plain, variables),
             "sandbox": partial(render_all, sandboxed, variables),
             "registry": partial(service.render, usecase, name, inputs),

@@ -49,10 +49,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Load, available_generator, drive
-from make_library import large_library, small_library
+from bench.loadgen import Load, available_generator, drive
+from bench.make_library import large_library, small_library
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -99,6 +99,7 @@ class Server:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                assert self.process.stderr is not None
                 raise RuntimeError(f"{self.label} exited: {self.process.stderr.read().decode()[-2000:]}")
             try:
                 status, _, _ = request(self.port, "GET", ready_path)
@@ -343,7 +344,7 @@ def servers_scenario(args: argparse.Namespace, work: Path) -> list[tuple[str, Co
             candidates.append(
                 (
                     f"granian WSGI, {workers} workers x 4 threads",
-                    lambda label, e, app, workers=workers: granian(label, e, app, workers, 4),
+                    lambda label, e, app, workers=workers: granian(label, e, app, workers, 4),  # type: ignore[misc]  # a lambda with a default
                 )
             )
     except ImportError:
@@ -465,7 +466,7 @@ def start_redis(work: Path) -> str:
     from tests.support.redis_server import RedisServer
 
     _redis = RedisServer(work / "redis").start()
-    return _redis.url  # type: ignore[attr-defined,no-any-return]
+    return _redis.url
 
 
 # -- report -----------------------------------------------------------------------

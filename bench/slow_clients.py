@@ -34,10 +34,10 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from make_library import small_library
-from serving import AGENT, REGISTRY_APP, gunicorn, machine
+from bench.make_library import small_library
+from bench.serving import AGENT, REGISTRY_APP, gunicorn, machine
 
 USECASE, NAME = AGENT
 GET_PATH = f"/v1/agents/{USECASE}/{NAME}?release=v1.2.0"

@@ -36,13 +36,10 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from make_library import small_library
-from serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine
-
-sys.path.insert(0, str(ROOT))
-
+from bench.make_library import small_library
+from bench.serving import AGENT, REGISTRY_APP, ROOT, gunicorn, machine
 from tests.support.servers import established_connections, keep_alive_load, live_workers
 
 USECASE, NAME = AGENT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ class LibraryRepo:
         self.git("commit", "-q", "--allow-empty", "-m", message)
         return self.git("rev-parse", "HEAD")
 
-    def release(self, tag: str, files: dict[str, str | bytes], *, annotated: bool = False) -> LibraryRepo:
+    def release(self, tag: str, files: Mapping[str, str | bytes], *, annotated: bool = False) -> LibraryRepo:
         """Write files under the agents root, commit them and tag the commit."""
         for relative, content in files.items():
             self.write(relative, content)
@@ -199,7 +199,7 @@ def make_mirror_app(tmp_path: Path) -> Iterator[Callable[..., Flask]]:
         app.extensions["prompt_registry.service"].close()
 
 
-def eventually(check: Callable[[], bool], *, seconds: float = 15.0) -> None:
+def eventually(check: Callable[[], object], *, seconds: float = 15.0) -> None:
     """Wait until ``check()`` holds; fail after ``seconds`` (a deadline, not a measurement)."""
     deadline = time.monotonic() + seconds
     while not check():

@@ -51,7 +51,7 @@ def test_bad_values_are_configuration_errors(environ: dict[str, str]) -> None:
 
 
 def test_the_sync_failing_limit_reaches_the_syncer(tmp_path: Path) -> None:
-    from registry.serving.app import build_service
+    from registry.serving.wiring import build_service
 
     upstream = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(upstream)], check=True)

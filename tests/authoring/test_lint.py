@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -24,7 +25,7 @@ AGENTS = "ai_gateway/agents"
 RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"
 
 
-def _library(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
+def _library(tmp_path: Path, files: Mapping[str, str | bytes]) -> Path:
     base = tmp_path / "library"
     for relative, content in files.items():
         target = base / AGENTS / relative
@@ -164,8 +165,8 @@ def test_findings_carry_lines_and_columns(tmp_path: Path) -> None:
     schema = next(f for f in report.findings if f.rule == "schema")
     assert (schema.file, schema.line, schema.column) == (f"{AGENTS}/chat/bad.yml", 5, 1)
     assert "did you mean 'model'" in (schema.hint or "")
-    unused = next(f for f in report.findings if f.rule == "unused-input")
-    assert unused.line == 5 and unused.path == "/inputs/properties/unused"
+    unused_input = next(f for f in report.findings if f.rule == "unused-input")
+    assert unused_input.line == 5 and unused_input.path == "/inputs/properties/unused"
 
 
 def test_every_schema_error_is_reported_not_just_the_first(tmp_path: Path) -> None:
@@ -216,10 +217,10 @@ def test_hostile_libraries(tmp_path: Path) -> None:
     loop = next(f for f in report.findings if f.file == f"{AGENTS}/_partials/a.jinja")
     assert "_partials/a.jinja -> _partials/b.jinja -> _partials/a.jinja" in loop.message
     catalog = open_worktree_catalog(tmp_path / "library", AGENTS, YamlLimits())
-    loop = catalog.load("chat", "loop_a")
-    assert isinstance(loop, LoadedAgent)
+    loop_a = catalog.load("chat", "loop_a")
+    assert isinstance(loop_a, LoadedAgent)
     with pytest.raises(RenderError, match="recursion too deep"):
-        loop.compiled.render({}, limits=RenderLimits())
+        loop_a.compiled.render({}, limits=RenderLimits())
     assert "notes.txt" not in by_file
 
 
@@ -475,12 +476,16 @@ def test_a_misspelt_approval_key_is_a_warning_with_the_right_spelling(tmp_path: 
     "key", ["x-require-approval", "x-requires_approval", "x-approval", "x-Approve", "x-needs-approving"]
 )
 def test_any_approval_key_the_executor_does_not_read_is_a_warning(tmp_path: Path, key: str) -> None:
-    text = FAILING["tool-extension"]["chat/bad.yml"].replace("x-requires-aproval", key)
+    bad = FAILING["tool-extension"]["chat/bad.yml"]
+    assert isinstance(bad, str)
+    text = bad.replace("x-requires-aproval", key)
     report = lint(_library(tmp_path, {"chat/bad.yml": text}))
     [finding] = [f for f in report.findings if f.rule == "tool-extension"]
     assert finding.hint == "did you mean 'x-requires-approval'?"
 
 
 def test_an_extension_key_of_ones_own_is_no_warning(tmp_path: Path) -> None:
-    text = FAILING["tool-extension"]["chat/bad.yml"].replace("x-requires-aproval", "x-owner")
+    bad = FAILING["tool-extension"]["chat/bad.yml"]
+    assert isinstance(bad, str)
+    text = bad.replace("x-requires-aproval", "x-owner")
     assert lint(_library(tmp_path, {"chat/bad.yml": text})).findings == []

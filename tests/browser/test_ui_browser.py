@@ -15,7 +15,7 @@ import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -32,6 +32,10 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
 from tests.support.redis_server import free_port
 from tests.support.servers import RegistryProcess, clean_environment
 from tests.support.triage_agent import SCRIPT, TOOLS
+
+if TYPE_CHECKING:
+    # What add_cookies takes, which Playwright names only in its private module.
+    from playwright._impl._api_structures import SetCookieParam
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 OpenTab = Callable[..., Tab]
@@ -297,7 +301,7 @@ def test_a_person_signs_in_with_the_api_token_into_a_strict_httponly_cookie(
 
     # The cookie as it was before signing out, kept and sent again from another browser: revoked.
     replay = open_tab(locked_registry.base)
-    replay.page.context.add_cookies([cookie])
+    replay.page.context.add_cookies([cast("SetCookieParam", cookie)])
     replay.goto("/ui/agents?release=v1.1.0")
     assert replay.page.url.startswith(locked_registry.base + "/ui/login?next=")
 

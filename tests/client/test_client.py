@@ -189,7 +189,7 @@ def test_errors_are_typed_like_the_servers_problems(transport: RecordingTranspor
     released_repo.release("v1.4.0", {"chat/broken.yml": "name: [unclosed"})
     with pytest.raises(InvalidDefinition) as broken:
         client.get("chat", "broken", release="v1.4.0")
-    assert broken.value.errors and broken.value.errors[0].file.endswith("chat/broken.yml")
+    assert broken.value.errors and (broken.value.errors[0].file or "").endswith("chat/broken.yml")
     with pytest.raises(InvalidInputs) as invalid:
         client.render("chat", "with_rules", {"question": 3}, release="v1.1.0")
     assert {e.path for e in invalid.value.errors} == {"/question", "/rules"}
@@ -291,13 +291,14 @@ def test_local_render_errors_and_json_round_trip(transport: RecordingTransport) 
     assert agent.render(question=("a", 1)) == client.render("chat", "minimal", {"question": ["a", 1]})
 
 
+Level = IntEnum("Level", "LOW HIGH")
 _JSONISH = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats()
     | st.text(max_size=6)
-    | st.sampled_from(["\ud800", "a\udfff", "日本", IntEnum("Level", "LOW HIGH").HIGH]),
+    | st.sampled_from(["\ud800", "a\udfff", "日本", Level.HIGH]),
     lambda children: (
         st.lists(children, max_size=4)
         | st.lists(children, max_size=3).map(tuple)
@@ -424,7 +425,7 @@ def test_retry_after_is_read_as_rfc_9110_says(value: str | None, seconds: float 
 
 @pytest.mark.parametrize("value", ["²", "1.5", "-1", "garbage"])
 def test_a_retry_after_that_is_not_one_falls_back_to_the_backoff(transport: RecordingTransport, value: str) -> None:
-    transport.faults.append(httpx.Response(503, headers={"Retry-After": value.encode()}))
+    transport.faults.append(httpx.Response(503, headers={b"Retry-After": value.encode()}))
     client = _client(transport, release="v1.0.0")
     assert client.get("chat", "minimal").source == "server"
     assert transport.statuses() == [503, 200]
@@ -607,11 +608,12 @@ def test_the_outage_warning_says_what_can_still_be_served(
     path = _served_bundle(registry_app, tmp_path, "v1.1.0")
     down = f"http://127.0.0.1:{free_port()}"
     warnings: dict[str, str] = {}
-    for case, options in [
+    cases: list[tuple[str, dict[str, Any]]] = [
         ("bare", {}),
         ("bundle", {"release": "^1.0", "bundle": str(path)}),
         ("unfit", {"release": "^2", "bundle": str(path)}),
-    ]:
+    ]
+    for case, options in cases:
         caplog.clear()
         with RegistryClient(down, retries=QUICK_RETRIES, **options) as client:
             try:
@@ -685,7 +687,7 @@ def test_a_gateway_keeps_rendering_through_an_outage(
             assert client.get("chat", "with_rules").render(RULES_INPUTS) == expected
         assert client.get("chat", "minimal").source == "bundle"  # never fetched: from the bundle
         server.start()
-        eventually(lambda: client.get("chat", "minimal").source != "bundle" or time.sleep(0.05))
+        eventually(lambda: client.get("chat", "minimal").source != "bundle" or time.sleep(0.05))  # type: ignore[func-returns-value]
     finally:
         server.stop()
 
@@ -787,6 +789,7 @@ def test_get_bundle(registry_app: Flask) -> None:
         ("release=v1.0.0&release=v1.1.0", 400, "invalid-request"),
     ]:
         problem = http.get(f"/v1/bundle?{query}")
+        assert problem.json is not None
         assert (problem.status_code, problem.json["type"]) == (status, f"/problems/{slug}")
         assert problem.content_type == "application/problem+json"
 

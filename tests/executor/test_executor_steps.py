@@ -20,7 +20,7 @@ ACTION = 'Thought: look\nAction: lookup\nAction Input: {"word": "ox"}'
 def steps(agent: Agent, inputs: dict[str, Any], replies: list[dict[str, Any]], **options: Any) -> list[StepResult]:
     """Every step of a run to its end (a pending action is approved)."""
     calls: list[str] = options.pop("calls", [])
-    tools = PythonTools({"lookup": lambda word: calls.append(word) or f"{word} means something"})
+    tools = PythonTools({"lookup": lambda word: calls.append(word) or f"{word} means something"})  # type: ignore[func-returns-value]
     journal = MemoryJournal()
 
     async def run() -> list[StepResult]:
@@ -105,7 +105,7 @@ def test_a_tool_started_and_never_finished_is_not_made_again(repo: LibraryRepo) 
     journal.record("/chat:1", {"kind": "model", "reply": {"content": ACTION}})
     journal.record("/chat:1/tool:0", {"kind": "tool", "status": "started", "arguments": {"word": "ox"}})
     replies = [{"when": "^Observation: Error: the call of lookup was interrupted", "content": "Final Answer: unknown"}]
-    tools = PythonTools({"lookup": lambda word: calls.append(word) or "x"})
+    tools = PythonTools({"lookup": lambda word: calls.append(word) or "x"})  # type: ignore[func-returns-value]
 
     async def run() -> StepResult:
         async with Executor(model=ScriptedModel.from_replies(replies, source="t"), tools=[tools]) as executor:

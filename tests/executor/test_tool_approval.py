@@ -47,8 +47,8 @@ def _steps(agent: Agent, replies: list[dict[str, Any]], decision: dict[str, Any]
     calls: list[str] = []
     tools = PythonTools(
         {
-            "refund": lambda order: calls.append(f"refund {order}") or "refunded",
-            "lookup": lambda order: calls.append(f"lookup {order}") or "paid twice",
+            "refund": lambda order: calls.append(f"refund {order}") or "refunded",  # type: ignore[func-returns-value]
+            "lookup": lambda order: calls.append(f"lookup {order}") or "paid twice",  # type: ignore[func-returns-value]
         }
     )
     journal = MemoryJournal()
@@ -122,8 +122,8 @@ def test_a_run_never_makes_a_call_that_needs_approval_and_ends_blocked(
     calls: list[str] = []
     tools = PythonTools(
         {
-            "refund": lambda order: calls.append(f"refund {order}") or "refunded",
-            "lookup": lambda order: calls.append(f"lookup {order}") or "paid twice",
+            "refund": lambda order: calls.append(f"refund {order}") or "refunded",  # type: ignore[func-returns-value]
+            "lookup": lambda order: calls.append(f"lookup {order}") or "paid twice",  # type: ignore[func-returns-value]
         }
     )
     replies = [{"content": LOOKUP}, {"when": "paid twice", "content": REFUND}, {"content": "Final Answer: refunded"}]

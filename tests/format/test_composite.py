@@ -442,6 +442,7 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     repo.release("v1.0.0", {**LEAVES, **COMPOSITES, "x/me.yml": _chain("x/me")})
     client = client_for(repo)
     answer = client.get("/v1/agents/support/gated?release=v1.0.0")
+    assert answer.json is not None
     assert answer.status_code == 200 and answer.json["definition"]["pattern"]["kind"] == "chain"
     graph = answer.json["graph"]
     assert [node["agent"] for node in graph["nodes"]] == [
@@ -452,17 +453,22 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
     assert graph["nodes"][0]["digest"] == answer.json["digest"] == answer.headers["ETag"].strip('"')
     assert graph["max_llm_calls"] == 2
     validate_against_openapi("/v1/agents/{usecase}/{name}", "get", answer)
-    assert "graph" not in client.get("/v1/agents/chat/minimal?release=v1.0.0").json
+    minimal = client.get("/v1/agents/chat/minimal?release=v1.0.0").json
+    assert minimal is not None
+    assert "graph" not in minimal
     # Every agent it can run, in the same answer, as each one's own GET answers it.
     assert list(answer.json["agents"]) == ["compliance/response_gate", "support/draft_answer"]
     for agent, member in answer.json["agents"].items():
         alone = client.get(f"/v1/agents/{agent}?release=v1.0.0").json
+        assert alone is not None
         assert member == {key: value for key, value in alone.items() if key != "release"}
     rendered = client.post("/v1/agents/support/gated/render?release=v1.0.0", json={"inputs": {"question": "q"}})
+    assert rendered.json is not None
     assert rendered.status_code == 422 and "composite agent" in rendered.json["detail"]
     assert rendered.json["type"] == "/problems/not-a-prompt" and rendered.json["agent"] == "support/gated"
     assert [step["agent"] for step in rendered.json["steps"]] == ["support/draft_answer", "compliance/response_gate"]
     broken = client.get("/v1/agents/x/me?release=v1.0.0")
+    assert broken.json is not None
     assert broken.status_code == 422 and broken.json["errors"][0]["rule"] == "composite-cycle"
     assert client.get("/v1/agents/chat/minimal?release=v1.0.0").status_code == 200
     assert client.get("/v1/agents?release=v1.0.0").status_code == 200
@@ -500,6 +506,7 @@ def test_a_bundle_verifies_a_composite_against_every_agent_it_can_run(repo: Libr
     bundle = Bundle(exported.data)
     assert bundle.verify_all() == len(LEAVES) + len(COMPOSITES)
     served = client_for(repo).get("/v1/agents/support/routed?release=v1.0.0").json
+    assert served is not None
     assert bundle.agent("support", "routed").digest == served["digest"]
     # A leaf changed and given a digest of its own: every composite that
     # can run it no longer matches, however it was re-sealed.
@@ -523,6 +530,7 @@ def test_diff_and_the_release_gate_understand_composites(repo: LibraryRepo, tmp_
     repo.release("v1.0.1", {"support/draft_answer.yml": DRAFT.replace("{{ question }}", "Q: {{ question }}")})
     client = client_for(repo)
     diff = client.get("/v1/diff?from=v1.0.0&to=v1.0.1").json
+    assert diff is not None
     changed = {change["name"]: change for change in diff["changed"] if change["usecase"] == "support"}
     assert changed["gated"]["through"] == ["support/draft_answer"] and changed["gated"]["fields"] == []
     assert "through" not in changed["draft_answer"]
@@ -545,6 +553,7 @@ def test_diff_and_the_release_gate_understand_composites(repo: LibraryRepo, tmp_
     repo.commit("remove the draft agent")
     repo.tag("v2.0.0")
     removal = client_for(repo).get("/v1/diff?from=v1.0.2&to=v2.0.0").json
+    assert removal is not None
     assert "support/draft_answer" in removal["removed"]
     assert any(change["name"] == "gated" and "to" in change.get("invalid", {}) for change in removal["changed"])
 
@@ -578,6 +587,7 @@ def test_from_a_bundle_a_composite_comes_with_every_agent_it_can_run(repo: Libra
         routed = client.get("support", "routed")
         assert routed.source == "bundle" and routed.is_composite
         served = client_for(repo).get("/v1/agents/support/routed?release=v1.0.0").json
+        assert served is not None
         assert sorted(routed.agents) == sorted(served["agents"])
         assert {name: agent.digest for name, agent in routed.agents.items()} == {
             name: member["digest"] for name, member in served["agents"].items()
@@ -621,6 +631,7 @@ def test_a_graph_too_large_to_answer_is_refused_whatever_its_budget(tmp_path: Pa
 def test_a_composites_answer_repeats_no_nested_graph(repo: LibraryRepo) -> None:
     repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
     answer = client_for(repo).get("/v1/agents/support/routed?release=v1.0.0").json
+    assert answer is not None
     assert "support/gated" in answer["agents"] and "graph" in answer
     assert all("graph" not in member for member in answer["agents"].values())
 

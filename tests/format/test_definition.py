@@ -197,7 +197,7 @@ def test_definition_that_is_not_a_mapping_is_rejected(text: str, kind: str) -> N
 
 def test_issues_carry_no_position_without_a_document() -> None:
     with pytest.raises(InvalidDefinition) as info:
-        compile_definition({"name": "A", "prompt_templates": {"user": 5}}, TemplateEnvironment({}.get))
+        compile_definition({"name": "A", "prompt_templates": {"user": 5}}, TemplateEnvironment(dict[str, str]().get))
     (issue,) = info.value.errors
     assert (issue.path, issue.file, issue.line, issue.column) == ("/prompt_templates/user", None, None, None)
 
@@ -467,7 +467,7 @@ def test_an_invalid_definition_says_its_first_problem_where_it_is_and_how_many_m
     assert several.value.detail.startswith("chat/agent.yml:1:")
     assert several.value.detail.endswith(f", and {len(several.value.errors) - 1} more problems")
     with pytest.raises(InvalidDefinition) as unplaced:
-        compile_definition({"name": "A", "prompt_templates": {"user": 5}}, TemplateEnvironment({}.get))
+        compile_definition({"name": "A", "prompt_templates": {"user": 5}}, TemplateEnvironment(dict[str, str]().get))
     assert unplaced.value.detail == f"/prompt_templates/user: {schema_says({'type': 'string'}, 5)}"
 
 
@@ -571,6 +571,7 @@ def test_hostile_inputs_are_refused_by_their_budget(definition: str, body: str) 
     assert info.value.slug == ("payload-too-large" if error_class is PayloadTooLarge else "invalid-inputs")
     assert info.value.detail == detail
     if error_class is InvalidInputs:
+        assert isinstance(info.value, InvalidInputs)
         assert [(i.path, i.message) for i in info.value.errors] == [tuple(detail.split(": ", 1))]
 
 

@@ -35,7 +35,8 @@ examples:
 
 def _service(repo: LibraryRepo) -> RegistryService:
     app = make_app(Settings(repo=str(repo.path)))
-    return app.extensions["prompt_registry.service"]
+    service: RegistryService = app.extensions["prompt_registry.service"]
+    return service
 
 
 # Each pair: what changes between v1.0.0 and v1.1.0, and the bump it requires.
@@ -155,6 +156,7 @@ def test_get_v1_diff(base_repo: LibraryRepo) -> None:
     base_repo.release("v1.1.0", {"chat/other.yml": MINIMAL})
     client = make_app(Settings(repo=str(base_repo.path))).test_client()
     response = client.get("/v1/diff?from=v1.0.0&to=v1.1.0")
+    assert response.json is not None
     assert response.status_code == 200 and response.json["added"] == ["chat/other"]
     assert response.headers["Cache-Control"].endswith("immutable")
     for query, status, slug in [
@@ -164,6 +166,7 @@ def test_get_v1_diff(base_repo: LibraryRepo) -> None:
         ("from=v1.0.0&from=v1.1.0&to=v1.1.0", 400, "invalid-request"),
     ]:
         problem = client.get(f"/v1/diff?{query}")
+        assert problem.json is not None
         assert (problem.status_code, problem.json["type"]) == (status, f"/problems/{slug}"), query
 
 

@@ -381,6 +381,7 @@ def test_client_http_and_cli_parse_alike(agents_repo: LibraryRepo, tmp_path: Pat
         local = client.get("assistant", agent).parse(reply).as_dict()
         response = app.test_client().post(f"/v1/agents/assistant/{agent}/parse?release=v1.0.0", json={"output": reply})
         assert response.status_code == 200
+        assert response.json is not None
         assert response.json["result"] == local
     finally:
         app.extensions["prompt_registry.service"].close()
@@ -398,6 +399,7 @@ def test_parse_endpoint_hostile_bodies(agents_repo: LibraryRepo) -> None:
     url = "/v1/agents/assistant/react_json/parse?release=v1.0.0"
     for body in (b"", b"[]", b'{"output": 3}', b'{"output": "x", "more": 1}', b'{"output": "\\ud800"}', b"{nope"):
         response = http.post(url, data=body, content_type="application/json")
+        assert response.json is not None
         assert response.status_code == 400 and response.json["type"] == "/problems/invalid-request", body
     huge = http.post(url, json={"output": "x" * (2 * 1024 * 1024)})
     assert huge.status_code == 413
@@ -445,6 +447,7 @@ def test_type_rules_are_checked_at_load(repo: LibraryRepo, extra: str, message: 
     repo.release("v1.0.0", {"chat/agent.yml": MINIMAL + extra})
     response = client_for(repo).get("/v1/agents/chat/agent?release=v1.0.0")
     assert response.status_code == 422
+    assert response.json is not None
     assert any(message in e["message"] for e in response.json["errors"]), response.json["errors"]
 
 
@@ -458,11 +461,13 @@ def test_declared_tools_are_supplied_to_templates(repo: LibraryRepo) -> None:
     repo.release("v1.0.0", {"chat/tools.yml": definition})
     http = client_for(repo)
     default = http.post("/v1/agents/chat/tools/render?release=v1.0.0", json={"inputs": {}})
+    assert default.json is not None
     assert default.json["messages"][0]["content"] == "a: Does A."
     own = http.post(
         "/v1/agents/chat/tools/render?release=v1.0.0",
         json={"inputs": {"tools": [{"name": "b", "description": "Does B."}]}},
     )
+    assert own.json is not None
     assert own.json["messages"][0]["content"] == "b: Does B."
 
 

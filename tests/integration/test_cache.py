@@ -12,7 +12,8 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from registry.serving.cache import AgentKey, MemoryTier, content_format, redis_key
+from registry.format.definition import content_format
+from registry.serving.cache import AgentKey, MemoryTier, redis_key
 from registry.serving.events import ReleaseEventsChannel
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, make_app

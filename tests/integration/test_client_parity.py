@@ -59,7 +59,7 @@ def client(server: RegistryProcess) -> Iterator[RegistryClient]:
 
 
 json_scalars = st.none() | st.booleans() | st.integers(-10, 10) | st.floats(allow_nan=False, allow_infinity=False)
-text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 json_values = st.recursive(
     json_scalars | text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from tests.support.openai_server import ScriptedModelServer
 
@@ -32,7 +34,7 @@ def test_replies_come_in_order_and_each_request_is_recorded(tmp_path: Path) -> N
 
 
 def test_a_reply_can_be_chosen_by_the_last_message_and_can_call_tools(tmp_path: Path) -> None:
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"when": "weather", "tool_calls": [{"name": "forecast", "arguments": {"city": "Oslo"}}]},
         {"content": "anything else", "repeat": True},
     ]
@@ -41,12 +43,18 @@ def test_a_reply_can_be_chosen_by_the_last_message_and_can_call_tools(tmp_path: 
         assert other.choices[0].message.content == "anything else"
         asked = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "the weather?"}])
         (call,) = asked.choices[0].message.tool_calls or []
+        assert isinstance(call, ChatCompletionMessageFunctionToolCall)
         assert call.function.name == "forecast" and call.function.arguments == '{"city": "Oslo"}'
         assert asked.choices[0].finish_reason == "tool_calls"
 
 
 def test_errors_are_http_errors_the_sdk_retries_and_reports(tmp_path: Path) -> None:
-    replies = [{"status": 500}, {"content": "after a retry"}, {"status": 400}, {"raw": "{not json"}]
+    replies: list[dict[str, Any]] = [
+        {"status": 500},
+        {"content": "after a retry"},
+        {"status": 400},
+        {"raw": "{not json"},
+    ]
     with ScriptedModelServer(replies, tmp_path) as server, _client(server, max_retries=1) as client:
         answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
         assert answer.choices[0].message.content == "after a retry"

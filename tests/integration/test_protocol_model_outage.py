@@ -65,7 +65,7 @@ def status_of(http: FlaskClient, task: str) -> str:
 def test_a_failed_model_call_fails_the_step_and_the_next_step_retries_it_without_repeating_the_rest(
     serve: Any, tmp_path: Path
 ) -> None:
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"when": "^Draft: ", "content": "drafted"},
         {"when": "^Check: ", "status": 503},
         {"when": "^Check: ", "content": '{"allow": true}'},
@@ -89,7 +89,7 @@ def test_a_failed_model_call_fails_the_step_and_the_next_step_retries_it_without
 
 
 def test_a_model_call_that_times_out_fails_the_step_and_the_task_goes_on(serve: Any, tmp_path: Path) -> None:
-    replies = [{"content": "late", "delay": 3}, {"content": "on time"}]
+    replies: list[dict[str, Any]] = [{"content": "late", "delay": 3}, {"content": "on time"}]
     with ScriptedModelServer(replies, tmp_path) as server:
         http = serve(server)
         task = create(http, "s/draft", inputs={"question": "q"})["task_id"]
@@ -118,7 +118,7 @@ def test_a_step_that_reaches_the_services_time_limit_waiting_for_the_model_fails
     serve: Any, tmp_path: Path
 ) -> None:
     # The service's own limit (agents serve --timeout) is shorter than the definition's.
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"when": "^Check: ", "content": "late", "delay": 3},
         {"content": "drafted"},
         {"content": '{"allow": true}'},

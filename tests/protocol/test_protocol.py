@@ -8,11 +8,12 @@ import io
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from werkzeug.test import TestResponse
 
 from registry.protocol.states import TRANSITIONS
 from tests.conftest import LibraryRepo
@@ -222,7 +223,7 @@ def test_every_transition_of_the_tables_is_walked_and_every_other_refused(make: 
         agent, question = {"failed": ("s/gate", "q"), "waiting_for_input": ("s/draft", "outage")}.get(
             state, ("s/draft", "q")
         )
-        task = create(http, agent, inputs={"reply" if agent == "s/gate" else "question": question})["task_id"]
+        task: str = create(http, agent, inputs={"reply" if agent == "s/gate" else "question": question})["task_id"]
         if state in ("completed", "failed", "waiting_for_input"):
             ran = step(http, task)
             assert ran["additional_output"]["state"] == ("failed" if state == "waiting_for_input" else "completed")
@@ -231,7 +232,7 @@ def test_every_transition_of_the_tables_is_walked_and_every_other_refused(make: 
         assert http.get(f"/ap/v1/agent/tasks/{task}").get_json()["status"] == state
         return task
 
-    requests = {
+    requests: dict[str, Callable[[str], TestResponse]] = {
         "step": lambda t: http.post(f"/ap/v1/agent/tasks/{t}/steps"),
         "cancel": lambda t: http.post(f"/ap/v1/agent/tasks/{t}/cancel"),
     }
@@ -446,7 +447,7 @@ def test_a_tool_output_that_is_a_file_becomes_an_artifact_of_its_step(library: L
 
 
 def test_tasks_run_the_same_over_postgresql(library: LibraryRepo, tmp_path: Path, postgres_url: str) -> None:
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"agent": "s/draft", "content": "drafted", "delay": 0.3},
         {"agent": "s/gate", "content": '{"allow": true}'},
     ]

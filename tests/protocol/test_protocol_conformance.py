@@ -163,7 +163,7 @@ def test_the_document_checked_is_the_one_served(service: Service) -> None:
 
 
 @schema.parametrize()
-def test_every_operation_answers_generated_requests_as_the_document_says(case: Case, service: Service) -> None:
+def test_every_operation_answers_generated_requests_as_the_document_says(case: Case[Any], service: Service) -> None:
     if case.path_parameters and "task_id" in case.path_parameters:
         # Any string is a valid task_id, and hardly any names a task: the
         # call would stop at a 404 before the logic under test. A task of
@@ -196,7 +196,7 @@ def test_sequences_of_linked_operations_answer_as_the_document_says(
     dispatcher = Dispatcher(service)
     linked = schemathesis.openapi.from_wsgi(OPENAPI, dispatcher, config=LINKED_CONFIG)
 
-    class EachScenarioOnAFreshService(linked.as_state_machine()):
+    class EachScenarioOnAFreshService(linked.as_state_machine()):  # type: ignore[misc]  # a class made at run time
         """A scenario sees only what its own requests did, so a failing
         one replays, and shrinks, the same way every time."""
 

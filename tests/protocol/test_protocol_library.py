@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,7 +46,7 @@ def test_every_library_agent_runs_to_completion_as_a_task(protocol: Flask, agent
     )
     assert created.status_code == 200, created.get_json()
     task = created.get_json()["task_id"]
-    steps = []
+    steps: list[dict[str, Any]] = []
     while not steps or not steps[-1]["is_last"]:
         assert len(steps) < 30, "the task does not end"
         response = http.post(f"/ap/v1/agent/tasks/{task}/steps")

@@ -22,8 +22,8 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "agent-protocol.md"
 STATES = {"task": TASK_STATES, "step": STEP_STATES, "action": ACTION_STATES, "artifact": ARTIFACT_STATES}
 
 
-def documented() -> list[tuple[str, str, str, str, str, str, str]]:
-    rows = []
+def documented() -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
     entity = None
     for line in PAGE.read_text(encoding="utf-8").splitlines():
         heading = re.fullmatch(r"### (Task|Step|Action|Artifact)", line)

@@ -202,7 +202,9 @@ def test_a_module_iterates_its_output_every_time_it_is_output() -> None:
 
 
 def test_namespace_attributes_are_what_it_holds() -> None:
-    namespace = Environment().globals["namespace"](a=1)
+    make_namespace = Environment().globals["namespace"]
+    assert callable(make_namespace)
+    namespace = make_namespace(a=1)
     assert namespace_attributes(namespace) == {"a": 1}
     template = Environment().from_string("{% set ns.b = 2 %}")
     template.render(ns=namespace)

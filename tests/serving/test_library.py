@@ -5,7 +5,7 @@ from __future__ import annotations
 import jinja2
 import yaml
 
-from registry.serving.app import build_service
+from registry.serving.wiring import build_service
 from registry.settings import BUNDLED_LIBRARY, Settings
 
 DESIGN_EXAMPLE = BUNDLED_LIBRARY / "ai_gateway" / "agents" / "chat" / "minimal.yml"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import NoReturn
 
 import pytest
 from flask import Flask
@@ -18,15 +19,15 @@ def app() -> Flask:
     register_error_handlers(application)
 
     @application.get("/release")
-    def release() -> None:
+    def release() -> NoReturn:
         raise ReleaseNotFound("release 'v9' does not exist", requested="v9", available=["v1.0.0"])
 
     @application.get("/inputs")
-    def inputs() -> None:
+    def inputs() -> NoReturn:
         raise InvalidInputs("2 problems", [Issue("missing required input 'q'", "/q"), Issue("bad \ud800", "/x")])
 
     @application.get("/boom")
-    def boom() -> None:
+    def boom() -> NoReturn:
         raise RuntimeError("/srv/secret/path exploded")
 
     return application

@@ -185,5 +185,6 @@ def test_a_commit_id_as_a_release_says_releases_are_never_commits(released_repo:
 def test_a_render_error_names_the_agent_and_the_tag_a_range_resolved_to(released_repo: LibraryRepo) -> None:
     client = client_for(released_repo)
     problem = client.post("/v1/agents/chat/with_rules/render?release=^1", json={"inputs": {}}).json
+    assert problem is not None
     assert problem["type"] == "/problems/invalid-inputs"
     assert (problem["agent"], problem["release"]) == ("chat/with_rules", "v1.1.0")

@@ -7,7 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry.errors import InvalidRequest, ReleaseNotFound
-from registry.format.versions import ExactSelector, LatestSelector, parse_selector, parse_version, release_for_tag
+from registry.format.versions import (
+    ChannelSelector,
+    ExactSelector,
+    LatestSelector,
+    RangeSelector,
+    Version,
+    parse_selector,
+    parse_version,
+    release_for_tag,
+)
 from registry.store.releases import ReleaseIndex
 
 identifiers = st.one_of(
@@ -21,6 +30,19 @@ versions = st.builds(
     st.integers(0, 50),
     st.lists(identifiers, max_size=3),
 )
+
+
+def _selector(text: str) -> LatestSelector | ExactSelector | RangeSelector:
+    """A selector the release index resolves by itself (channels are the store's)."""
+    selector = parse_selector(text)
+    assert not isinstance(selector, ChannelSelector)
+    return selector
+
+
+def _version(tag: str) -> Version:
+    version = parse_version(tag)
+    assert version is not None
+    return version
 
 
 def _index(*tags: str) -> ReleaseIndex:
@@ -44,7 +66,7 @@ def test_other_tags_are_not_versions(tag: str) -> None:
 @given(st.lists(versions, min_size=1, max_size=12, unique=True))
 def test_index_is_sorted_by_precedence_and_latest_is_the_highest_stable(tags: list[str]) -> None:
     index = _index(*tags)
-    ordered = [parse_version(r.tag) for r in index.releases]
+    ordered = [_version(r.tag) for r in index.releases]
     assert all(a >= b for a, b in zip(ordered, ordered[1:], strict=False))
     stable = [v for v in ordered if v is not None and not v.prerelease]
     if stable:
@@ -72,28 +94,28 @@ def test_a_prerelease_sorts_below_its_release(version: str) -> None:
 
 def test_exact_selector_finds_the_tag_with_or_without_v() -> None:
     index = _index("v1.2.0", "1.3.0")
-    assert index.resolve(parse_selector("1.2.0")).tag == "v1.2.0"
-    assert index.resolve(parse_selector("v1.3.0")).tag == "1.3.0"
-    assert index.resolve(parse_selector("v1.2.0")).tag == "v1.2.0"
+    assert index.resolve(_selector("1.2.0")).tag == "v1.2.0"
+    assert index.resolve(_selector("v1.3.0")).tag == "1.3.0"
+    assert index.resolve(_selector("v1.2.0")).tag == "v1.2.0"
 
 
 def test_exact_tag_name_wins_over_the_other_spelling() -> None:
     index = _index("v1.2.0", "1.2.0")
-    assert index.resolve(parse_selector("1.2.0")).tag == "1.2.0"
-    assert index.resolve(parse_selector("v1.2.0")).tag == "v1.2.0"
+    assert index.resolve(_selector("1.2.0")).tag == "1.2.0"
+    assert index.resolve(_selector("v1.2.0")).tag == "v1.2.0"
 
 
 def test_latest_skips_prereleases_and_prereleases_are_found_exactly() -> None:
     index = _index("v1.0.0", "v2.0.0-rc.1")
     assert index.resolve(LatestSelector()).tag == "v1.0.0"
-    assert index.resolve(parse_selector("2.0.0-rc.1")).tag == "v2.0.0-rc.1"
+    assert index.resolve(_selector("2.0.0-rc.1")).tag == "v2.0.0-rc.1"
 
 
 def test_no_release_and_unknown_release_are_not_found_with_the_available_ones() -> None:
     with pytest.raises(ReleaseNotFound):
         _index().resolve(LatestSelector())
     with pytest.raises(ReleaseNotFound) as caught:
-        _index("v1.0.0").resolve(parse_selector("v3.0.0"))
+        _index("v1.0.0").resolve(_selector("v3.0.0"))
     assert caught.value.extensions["available"] == ["v1.0.0"]
 
 
@@ -121,12 +143,12 @@ def test_a_commit_id_is_refused_as_one(text: str) -> None:
 
 def test_a_commit_id_of_digits_reads_as_a_range_and_says_commits_are_not_releases() -> None:
     with pytest.raises(ReleaseNotFound) as caught:
-        _index("v1.0.0").resolve(parse_selector("1234567"))
+        _index("v1.0.0").resolve(_selector("1234567"))
     assert caught.value.detail == (
         "no release matches '1234567' (if that is a commit id: releases are version tags, ranges or channels,"
         " never commits)"
     )
-    assert _index("v1.0.0", "v20240101.0.0").resolve(parse_selector("20240101")).tag == "v20240101.0.0"
+    assert _index("v1.0.0", "v20240101.0.0").resolve(_selector("20240101")).tag == "v20240101.0.0"
 
 
 # --- ranges -----------------------------------------------------------------------------------
@@ -156,20 +178,20 @@ RANGE_TAGS = ("v1.2.0", "v1.2.5", "v1.3.0-rc.1", "v1.3.0", "v2.0.0-rc.1", "v2.0.
     ],
 )
 def test_a_range_resolves_to_the_highest_matching_release(text: str, expected: str) -> None:
-    assert _index(*RANGE_TAGS).resolve(parse_selector(text)).tag == expected
+    assert _index(*RANGE_TAGS).resolve(_selector(text)).tag == expected
 
 
 def test_prereleases_only_match_a_range_that_names_one_of_the_same_version() -> None:
     index = _index("v1.0.0", "v1.1.0-rc.1", "v2.0.0-rc.1")
-    assert index.resolve(parse_selector("^1.0.0")).tag == "v1.0.0"
-    assert index.resolve(parse_selector(">=1.1.0-rc.0")).tag == "v1.1.0-rc.1"
+    assert index.resolve(_selector("^1.0.0")).tag == "v1.0.0"
+    assert index.resolve(_selector(">=1.1.0-rc.0")).tag == "v1.1.0-rc.1"
     with pytest.raises(ReleaseNotFound):
-        index.resolve(parse_selector("^2.0.0"))
+        index.resolve(_selector("^2.0.0"))
 
 
 def test_an_unsatisfiable_range_names_the_range_and_the_releases() -> None:
     with pytest.raises(ReleaseNotFound) as caught:
-        _index("v1.0.0").resolve(parse_selector("^3.0.0"))
+        _index("v1.0.0").resolve(_selector("^3.0.0"))
     assert caught.value.extensions == {"requested": "^3.0.0", "available": ["v1.0.0"]}
 
 
@@ -198,7 +220,9 @@ def test_a_caret_range_with_a_prerelease_starting_with_a_hyphen_is_an_invalid_re
     # node-semver's caret and tilde expansion cannot parse these (documented in docs/api.md).
     with pytest.raises(InvalidRequest):
         parse_selector("^1.0.0--")
-    assert parse_selector(">=1.0.0--").matches(parse_version("v1.0.0"))  # type: ignore[union-attr]
+    selector = parse_selector(">=1.0.0--")
+    assert isinstance(selector, RangeSelector)
+    assert selector.matches(_version("v1.0.0"))
 
 
 @given(

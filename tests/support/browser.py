@@ -34,14 +34,14 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: pip install -e '.[test]'")
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Dialog, Locator, Page, Response
+    from playwright.sync_api import Browser, ConsoleMessage, Dialog, Locator, Page, Response, ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
 INSTALL_SECONDS = 600
 """apt-get's time to install Chromium, downloads included."""
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 375, "height": 812}
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 375, "height": 812}
 
 
 # --- the browser ---------------------------------------------------------------------------
@@ -297,7 +297,7 @@ def open_tab_fixture(
     closed at the end of the test, which then fails if anything went wrong late."""
     opened: list[tuple[Any, Tab]] = []
 
-    def open_one(base: str, *, viewport: dict[str, int] = DESKTOP, phone: bool = False) -> Tab:
+    def open_one(base: str, *, viewport: ViewportSize = DESKTOP, phone: bool = False) -> Tab:
         context = browser.new_context(
             viewport=viewport, device_scale_factor=1, color_scheme="light", is_mobile=phone, has_touch=phone
         )

@@ -4,7 +4,7 @@ small definitions of every agent type and pattern."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ def registry_client(repo: Path, **options: Any) -> Iterator[RegistryClient]:
 
 @contextmanager
 def executor_for(
-    repo: Path, model: ChatModel | list[Any], *, tools: list[ToolProvider] | None = None, **options: Any
+    repo: Path, model: ChatModel | list[Any], *, tools: Sequence[ToolProvider] | None = None, **options: Any
 ) -> Iterator[Executor]:
     """An executor over ``repo``, with ``model`` (or scripted replies)."""
     chat = ScriptedModel.from_replies(model, source="the test") if isinstance(model, list) else model

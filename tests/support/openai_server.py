@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,7 @@ def make_handler(script: Script, log: Path) -> type[BaseHTTPRequestHandler]:
 class ScriptedModelServer:
     """``python -m tests.support.openai_server`` on a free port, stopped by PID."""
 
-    def __init__(self, replies: list[dict[str, Any]], directory: Path) -> None:
+    def __init__(self, replies: Sequence[Mapping[str, Any]], directory: Path) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._script = directory / "replies.json"

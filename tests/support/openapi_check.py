@@ -24,6 +24,7 @@ def validate_against_openapi(path_template: str, method: str, response: TestResp
         assert not response.data
         return
     media_type = response.mimetype
+    assert media_type is not None
     assert media_type in content, f"{media_type} not declared for {method} {path_template} {response.status_code}"
     schema = {**content[media_type]["schema"], "components": document["components"]}
     body = response.get_json(force=True) if media_type.endswith("json") else response.get_data(as_text=True)
@@ -33,7 +34,7 @@ def validate_against_openapi(path_template: str, method: str, response: TestResp
 def problem(response: TestResponse, status: int, slug: str) -> dict[str, Any]:
     assert response.status_code == status, response.get_data(as_text=True)
     assert response.mimetype == "application/problem+json"
-    body = response.get_json(force=True)
+    body: dict[str, Any] = response.get_json(force=True)
     assert body["type"] == f"/problems/{slug}"
     assert body["status"] == status
     assert body["title"] and body["detail"]

@@ -39,7 +39,7 @@ class Service:
             "http://registry.test", transport=httpx.WSGITransport(app=registry_app), timeout=30
         )
         self.calls: list[dict[str, Any]] = []
-        lookup = {"lookup": lambda word: self.calls.append({"word": word}) or f"{word} means something"}
+        lookup = {"lookup": lambda word: self.calls.append({"word": word}) or f"{word} means something"}  # type: ignore[func-returns-value]
         self.executor = Executor(
             model=model or ScriptedModel.from_replies(replies, source="the test"),
             registry=self.client,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 
@@ -26,6 +28,9 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 def clean_environment() -> dict[str, str]:
     """The test process's environment without any REGISTRY_* setting."""
     return {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+
+
+_Process = TypeVar("_Process", bound="RegistryProcess")
 
 
 class RegistryProcess:
@@ -50,7 +55,7 @@ class RegistryProcess:
         self.output = ""
         """What the server printed, once it has stopped."""
 
-    def start(self) -> RegistryProcess:
+    def start(self: _Process) -> _Process:
         self._process = subprocess.Popen(
             self._command, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=self._cwd
         )
@@ -89,11 +94,12 @@ class RegistryProcess:
                 process.stdout.close()
 
     def _drain(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stdout is not None
-        for chunk in iter(lambda: process.stdout.read1(65536), b""):  # type: ignore[union-attr]
+        stdout = process.stdout
+        assert isinstance(stdout, io.BufferedReader)
+        for chunk in iter(lambda: stdout.read1(65536), b""):
             self._chunks.append(chunk)
 
-    def __enter__(self) -> RegistryProcess:
+    def __enter__(self: _Process) -> _Process:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
