@@ -5,9 +5,11 @@ what it may import; data flows down this list, never up):
 
 - ``errors``, ``models``, ``settings``: the exception tree, plain data
   shared by every layer, and the one frozen configuration object;
-- ``rendering``: the Jinja sandbox and its render budget;
-- ``format``: the definition format: schema, YAML, model, inputs, bundles,
-  output parsers (shared by the client and the executor);
+- ``rendering``: the Jinja sandbox, by concern: limits and budget, the
+  guard, the environment, template analysis, rendering messages;
+- ``format``: the definition format: schema, YAML, model and its typed
+  views, inputs, bundles, output parsers and release versions (shared by
+  the client and the executor);
 - ``store``: releases and their files, from git or a directory;
 - ``web``: what both HTTP servers share: problem responses, bearer tokens,
   body limits and deadlines, the slow lane, gunicorn, multiprocess metrics

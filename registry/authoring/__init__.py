@@ -1,7 +1,11 @@
 """What prompt authors run before a merge: lint and its report formats,
 examples, the semantic diff and release gate, scaffolding and local renders.
 
-May import: format, rendering, store, agents and the shared modules; the
+``lint`` walks a library and runs the checks of ``lintchecks``; its
+findings and rule table are ``lintreport``'s, include cycles
+``includegraph``'s, and its output formats ``lintformat``'s.
+
+May import: format, rendering, store and the shared modules; the
 service (``registry.serving.service``) for reading releases, never the HTTP
 layer; the executor, and the client's ``Agent`` it runs, for examples that
 script a run (``replies:``). Nothing of the CLI.
