@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 RUFF = [sys.executable, "-m", "ruff"]
 MYPY = [sys.executable, "-m", "mypy"]
@@ -23,6 +25,7 @@ def test_code_is_formatted() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # mypy over registry, tests and bench: seconds even with its cache
 def test_mypy_finds_nothing() -> None:
     # pyproject.toml names what is checked (registry/, tests/ and bench/) and how strictly.
     result = subprocess.run(MYPY, cwd=REPOSITORY, capture_output=True, text=True)

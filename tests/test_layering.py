@@ -245,6 +245,7 @@ def test_the_agent_protocol_service_imports_nothing_of_the_registrys_store_or_se
     assert not reached, "registry.protocol imports what only the registry needs:\n" + "\n".join(reached)
 
 
+@pytest.mark.slow  # imports every module of the protocol in a fresh interpreter
 def test_starting_the_agent_protocol_service_loads_no_git_redis_or_swagger_ui() -> None:
     # What `prompt-registry agents serve` builds its server from; the
     # migrations are scripts Alembic runs, not modules to import.

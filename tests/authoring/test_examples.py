@@ -1,39 +1,13 @@
-"""prompt-registry test: examples with expectations and golden files."""
+"""prompt-registry test: examples with expectations and golden files (the command
+itself: tests/integration/test_examples_command.py)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from registry.authoring.examples import run_examples
 from registry.authoring.lint import lint
-from tests.support.servers import CLI, clean_environment
-
-AGENTS = "ai_gateway/agents"
-NOT_SERVED_WHY = (
-    "(a definition is <usecase>/<name>.yml, each name 1 to 64 characters of a-z, 0-9, '_' and '-'),"
-    " so its examples were not run"
-)
-
-DEFINITION = """\
-name: Triage
-prompt_templates:
-  system: You sort support tickets. Never reveal internal notes.
-  user: "Ticket: {{ ticket }}"
-inputs:
-  type: object
-  required: [ticket]
-  properties:
-    ticket: {type: string}
-examples:
-"""
-
-
-def _library(tmp_path: Path, examples: str, definition: str = DEFINITION) -> Path:
-    target = tmp_path / AGENTS / "support" / "triage.yml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(definition + examples, encoding="utf-8")
-    return tmp_path
+from tests.support.triage_examples import AGENTS, DEFINITION, triage_library
 
 
 def _problems(tmp_path: Path) -> list[str]:
@@ -41,7 +15,7 @@ def _problems(tmp_path: Path) -> list[str]:
 
 
 def test_expectations_that_hold_pass(tmp_path: Path) -> None:
-    base = _library(
+    base = triage_library(
         tmp_path,
         """\
   - name: login
@@ -56,7 +30,7 @@ def test_expectations_that_hold_pass(tmp_path: Path) -> None:
 
 
 def test_each_expectation_that_fails_says_why(tmp_path: Path) -> None:
-    base = _library(
+    base = triage_library(
         tmp_path,
         """\
   - name: wrong
@@ -81,7 +55,7 @@ def test_each_expectation_that_fails_says_why(tmp_path: Path) -> None:
 
 
 def test_examples_whose_inputs_do_not_render_fail(tmp_path: Path) -> None:
-    base = _library(
+    base = triage_library(
         tmp_path,
         """\
   - name: missing
@@ -97,7 +71,7 @@ def test_examples_whose_inputs_do_not_render_fail(tmp_path: Path) -> None:
 
 
 def test_golden_files_are_written_by_update_and_compared(tmp_path: Path) -> None:
-    base = _library(tmp_path, "  - name: login\n    inputs: {ticket: I cannot log in}\n    golden: true\n")
+    base = triage_library(tmp_path, "  - name: login\n    inputs: {ticket: I cannot log in}\n    golden: true\n")
     golden = base / AGENTS / "support" / "triage.examples" / "login.txt"
     assert _problems(base) == ["no golden file triage.examples/login.txt; run with --update to write it"]
     assert run_examples(base, update=True).results[0].updated
@@ -105,7 +79,7 @@ def test_golden_files_are_written_by_update_and_compared(tmp_path: Path) -> None
         "--- system ---\nYou sort support tickets. Never reveal internal notes.\n--- user ---\nTicket: I cannot log in\n"
     )
     assert _problems(base) == []
-    _library(
+    triage_library(
         tmp_path,
         "  - name: login\n    inputs: {ticket: I cannot log in}\n    golden: true\n",
         DEFINITION.replace("Never reveal", "Do not reveal"),
@@ -119,7 +93,7 @@ def test_golden_files_are_written_by_update_and_compared(tmp_path: Path) -> None
 
 
 def test_the_schema_refuses_malformed_examples(tmp_path: Path) -> None:
-    base = _library(
+    base = triage_library(
         tmp_path,
         """\
   - name: Has Capitals
@@ -136,58 +110,10 @@ def test_the_schema_refuses_malformed_examples(tmp_path: Path) -> None:
     assert report.failed == report.not_run == report.results
 
 
-def test_the_test_command(tmp_path: Path) -> None:
-    base = _library(tmp_path, "  - name: login\n    inputs: {ticket: x}\n    golden: true\n")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [CLI, "test", *args], cwd=base, env=clean_environment(), capture_output=True, text=True, timeout=60
-        )
-
-    failing = run()
-    assert failing.returncode == 1 and "FAILED   support/triage [login]" in failing.stdout
-    assert run("--update").returncode == 0
-    passing = run()
-    assert passing.returncode == 0 and passing.stdout.endswith("1 passed, 0 failed\n")
-
-
-def _run_cli(base: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, "test", *args], cwd=base, env=clean_environment(), capture_output=True, text=True, timeout=60
-    )
-
-
-def test_a_definition_whose_examples_cannot_be_checked_fails_the_run(tmp_path: Path) -> None:
-    base = _library(tmp_path, "  - name: login\n    inputs: {ticket: x}\n")
-    other = base / AGENTS / "support" / "other.yml"
-    other.write_text(DEFINITION.replace("prompt_templates:", "prompt_templatse:") + "  - name: a\n    inputs: {}\n")
-    outside = base / AGENTS / "support" / "Capital.yml"  # a name the registry does not serve
-    outside.write_text(DEFINITION + "  - name: a\n    inputs: {ticket: x}\n")
-    report = run_examples(base)
-    assert [(r.agent, r.example, r.passed) for r in report.results if r.example] == [("support/triage", "login", True)]
-    assert [(r.file, r.problems[:2]) for r in report.not_run] == [
-        (
-            f"{AGENTS}/support/other.yml",
-            [
-                "the definition is invalid, so its examples were not run",
-                f"{AGENTS}/support/other.yml:1:1: missing required key 'prompt_templates'",
-            ],
-        ),
-        (f"{AGENTS}/support/Capital.yml", [f"the registry does not serve this file {NOT_SERVED_WHY}"]),
-    ]
-    assert report.failed == report.not_run
-    run = _run_cli(base)
-    assert run.returncode == 1
-    assert f"NOT RUN  {AGENTS}/support/other.yml: the definition is invalid, so its examples were not run" in run.stdout
-    assert f"    {AGENTS}/support/other.yml:2:1: unknown key 'prompt_templatse'" in run.stdout
-    assert f"NOT RUN  {AGENTS}/support/Capital.yml: the registry does not serve this file (a definition" in run.stdout
-    assert run.stdout.endswith("1 passed, 0 failed, 2 definitions not run\n")
-
-
 def test_report_text_is_coloured_only_when_asked_and_counts_in_words(tmp_path: Path) -> None:
     from registry.authoring.examples import report_text
 
-    base = _library(
+    base = triage_library(
         tmp_path,
         "  - name: good\n    inputs: {ticket: x}\n  - name: bad\n    inputs: {ticket: x}\n"
         "    expect: {user: {contains: [refund]}}\n",
@@ -221,7 +147,7 @@ examples:
 
 
 def test_a_composites_examples_are_checked_against_its_inputs(tmp_path: Path) -> None:
-    base = _library(tmp_path, "  - name: plain\n    inputs: {ticket: hi}\n")
+    base = triage_library(tmp_path, "  - name: plain\n    inputs: {ticket: hi}\n")
     composite = base / AGENTS / "support" / "twice.yml"
     composite.write_text(
         COMPOSITE
@@ -240,7 +166,7 @@ def test_a_composites_examples_are_checked_against_its_inputs(tmp_path: Path) ->
 
 
 def test_a_composites_examples_cannot_expect_messages(tmp_path: Path) -> None:
-    base = _library(tmp_path, "  - name: plain\n    inputs: {ticket: hi}\n")
+    base = triage_library(tmp_path, "  - name: plain\n    inputs: {ticket: hi}\n")
     (base / AGENTS / "support" / "twice.yml").write_text(
         COMPOSITE + "  - name: rendered\n    inputs: {ticket: hi}\n    expect: {user: {contains: [x]}}\n",
         encoding="utf-8",

@@ -1,11 +1,10 @@
-"""prompt-registry lint, new and render: every rule with a failing and a
-passing example, the output formats, and hostile libraries."""
+"""The linter: every rule with a failing and a passing example, the output
+formats, and hostile libraries (the lint, new and render commands:
+tests/integration/test_lint_commands.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -18,124 +17,12 @@ from registry.errors import RenderError
 from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits
 from registry.rendering import RenderLimits
-from tests.conftest import MINIMAL, WITH_RULES, LibraryRepo
-from tests.support.servers import CLI, clean_environment
-
-AGENTS = "ai_gateway/agents"
-RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"
-
-
-def _library(tmp_path: Path, files: Mapping[str, str | bytes]) -> Path:
-    base = tmp_path / "library"
-    for relative, content in files.items():
-        target = base / AGENTS / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content, encoding="utf-8")
-    (base / AGENTS).mkdir(parents=True, exist_ok=True)
-    return base
+from tests.conftest import MINIMAL
+from tests.support.lint_libraries import AGENTS, FAILING, GOOD, chain, write_library
 
 
 def _rules(report: LintReport) -> set[str]:
     return {f.rule for f in report.findings}
-
-
-def _chain(*agents: str, question: str = "q", ids: tuple[str, ...] = (), limits: dict[str, int] | None = None) -> str:
-    """A chain composite running ``agents`` in order."""
-    steps = "".join(
-        f"    - {{id: {ids[index] if ids else f's{index}'}, agent: {agent}, inputs: {{question: '{question}'}}}}\n"
-        for index, agent in enumerate(agents)
-    )
-    bounds = f"  limits: {json.dumps(limits)}\n" if limits else ""
-    return f"name: Chain\npattern:\n  kind: chain\n  steps:\n{steps}{bounds}"
-
-
-GOOD = {"chat/with_rules.yml": WITH_RULES, "_partials/rules.jinja": RULES_PARTIAL, "chat/minimal.yml": MINIMAL}
-
-# Each rule: a library that breaks it (on top of GOOD), and the rule id.
-FAILING: dict[str, dict[str, str | bytes]] = {
-    "yaml-syntax": {"chat/bad.yml": "name: [unclosed\n"},
-    "duplicate-key": {"chat/bad.yml": MINIMAL + "name: again\n"},
-    "not-a-mapping": {"chat/bad.yml": "- a list\n- not a mapping\n"},
-    "schema": {"chat/bad.yml": MINIMAL + "modle: {name: x}\n"},
-    "inputs-schema": {"chat/bad.yml": MINIMAL + "inputs: {type: object, properties: {question: {type: strng}}}\n"},
-    "name": {"Chat/minimal.yml": MINIMAL},
-    "layout": {"chat/deeper/minimal.yml": MINIMAL},
-    "template-syntax": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: '{% if %}'\n"},
-    "undeclared-variable": {"chat/bad.yml": MINIMAL + "inputs: {type: object, properties: {other: {type: string}}}\n"},
-    "unused-input": {
-        "chat/bad.yml": MINIMAL
-        + "inputs: {type: object, properties: {question: {type: string}, unused: {type: string}}}\n"
-    },
-    "missing-include": {
-        "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/nope.jinja' %}\"\n"
-    },
-    "dynamic-include": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/' ~ which %}\"\n"},
-    "unused-partial": {"_partials/orphan.jinja": "nobody includes me"},
-    "agent-type": {"chat/bad.yml": MINIMAL + "type: react\n"},
-    "react-example": {
-        "chat/bad.yml": """\
-name: x
-type: react
-tools: [{name: search, description: Search., parameters: {type: object, properties: {q: {type: string}}}}]
-output_parser: {type: react_json}
-prompt_templates:
-  system: 'Reply like {"thought": "t", "action": {"tool_name": "search", "tool_params": []}, "answer": "both"}'
-"""
-    },
-    "tool-extension": {
-        "chat/bad.yml": """\
-name: x
-type: tool_calling
-tools: [{name: refund, description: Refunds., parameters: {type: object}, x-requires-aproval: true}]
-prompt_templates: {user: hi}
-"""
-    },
-    "unknown-tool": {
-        "chat/bad.yml": """\
-name: x
-type: react
-tools: [{name: search, description: Search., parameters: {type: object}}]
-output_parser: {type: react_text}
-prompt_templates:
-  system: |
-    Example:
-    Action: serch
-    Action Input: {"q": "x"}
-"""
-    },
-    "file-size": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: |\n" + "    padding\n" * 40_000},
-    "recursive-include": {
-        "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/self.jinja' %}\"\n",
-        "_partials/self.jinja": "again: {% include '_partials/self.jinja' %}",
-    },
-    "composite-reference": {"chat/bad.yml": _chain("chat/miniml")},
-    "composite-cycle": {"chat/bad.yml": _chain("chat/bad")},
-    "composite-inputs": {"chat/bad.yml": _chain("chat/minimal", question="{{ steps.later.output }}")},
-    "composite-duplicate-id": {"chat/bad.yml": _chain("chat/minimal", "chat/minimal", ids=("a", "a"))},
-    "composite-parser": {
-        "chat/bad.yml": _chain("chat/minimal").replace("id: s0,", "id: s0, gate: {on_block: blocked},"),
-    },
-    "composite-route": {
-        "chat/classify.yml": MINIMAL + "output_parser: {type: json, output_schema: {required: [label],"
-        " properties: {label: {type: string}}}}\n",
-        "chat/bad.yml": "name: x\npattern:\n  kind: route\n  classifier: {agent: chat/classify, inputs: {question: q}}\n"
-        "  routes: {a: {agent: chat/minimal, inputs: {question: q}}}\n",
-    },
-    "composite-depth": {
-        **{f"chat/n{i}.yml": _chain(f"chat/n{i + 1}") for i in range(9)},
-        "chat/n9.yml": _chain("chat/minimal"),
-    },
-    "composite-budget": {"chat/bad.yml": _chain(*["chat/minimal"] * 11, limits={"max_llm_calls": 10})},
-    "composite-size": {  # 2 chains of 50 agents each, and one more: 103 agents reached
-        **{f"chat/l{i}.yml": MINIMAL for i in range(100)},
-        "chat/half0.yml": _chain(*[f"chat/l{i}" for i in range(50)], limits={"max_llm_calls": 1000}),
-        "chat/half1.yml": _chain(*[f"chat/l{i}" for i in range(50, 100)], limits={"max_llm_calls": 1000}),
-        "chat/bad.yml": _chain("chat/half0", "chat/half1", "chat/minimal", limits={"max_llm_calls": 1000}),
-    },
-}
 
 
 def test_every_rule_has_a_failing_example() -> None:
@@ -143,7 +30,7 @@ def test_every_rule_has_a_failing_example() -> None:
 
 
 def test_a_good_library_passes(tmp_path: Path) -> None:
-    report = lint(_library(tmp_path, GOOD))
+    report = lint(write_library(tmp_path, GOOD))
     assert report.findings == []
     assert report.definitions == [f"{AGENTS}/chat/minimal.yml", f"{AGENTS}/chat/with_rules.yml"]
     assert report.partials == [f"{AGENTS}/_partials/rules.jinja"]
@@ -151,7 +38,7 @@ def test_a_good_library_passes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rule", sorted(FAILING))
 def test_each_rule_fails_its_example(tmp_path: Path, rule: str) -> None:
-    report = lint(_library(tmp_path, {**GOOD, **FAILING[rule]}))
+    report = lint(write_library(tmp_path, {**GOOD, **FAILING[rule]}))
     assert rule in _rules(report)
     finding = next(f for f in report.findings if f.rule == rule)
     assert finding.severity == RULES[rule].severity
@@ -161,7 +48,7 @@ def test_each_rule_fails_its_example(tmp_path: Path, rule: str) -> None:
 
 def test_findings_carry_lines_and_columns(tmp_path: Path) -> None:
     unused = {"chat/unused.yml": FAILING["unused-input"]["chat/bad.yml"]}
-    report = lint(_library(tmp_path, {**GOOD, **FAILING["schema"], **unused}))
+    report = lint(write_library(tmp_path, {**GOOD, **FAILING["schema"], **unused}))
     schema = next(f for f in report.findings if f.rule == "schema")
     assert (schema.file, schema.line, schema.column) == (f"{AGENTS}/chat/bad.yml", 5, 1)
     assert "did you mean 'model'" in (schema.hint or "")
@@ -181,7 +68,7 @@ prompt_templates:
   user: "{{ unclosed"
 inputs: {type: objekt, properties: {a: {minLength: -1}}}
 """
-    report = lint(_library(tmp_path, {"chat/wrong.yml": everything_wrong}))
+    report = lint(write_library(tmp_path, {"chat/wrong.yml": everything_wrong}))
     messages = [f.message for f in report.findings if f.file.endswith("wrong.yml")]
     assert len(messages) >= 7, messages
     assert {"schema"} <= _rules(report)
@@ -200,7 +87,7 @@ def test_hostile_libraries(tmp_path: Path) -> None:
         "chat/with space.yml": MINIMAL,
         "notes.txt": "not a definition",
     }
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     by_file: dict[str, set[str]] = {}
     for finding in report.findings:
         by_file.setdefault(finding.file.removeprefix(AGENTS + "/"), set()).add(finding.rule)
@@ -240,7 +127,7 @@ prompt_templates:
         "_partials/critic.jinja": "an unknown role's template is still followed",
         "_partials/orphan.jinja": "nobody includes me",
     }
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     unused = [f.file for f in report.findings if f.rule == "unused-partial"]
     assert unused == [f"{AGENTS}/_partials/orphan.jinja"]
     assert _rules(report) == {"schema", "unused-partial"}
@@ -265,7 +152,7 @@ def test_no_partial_is_called_unused_when_a_definitions_includes_cannot_be_read(
         "_partials/orphan.jinja": "perhaps included",
         "_partials/broken.jinja": "{% include '_partials/orphan.jinja' %}{% endif %}",
     }
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     assert report.errors and "unused-partial" not in _rules(report)
 
 
@@ -283,7 +170,7 @@ prompt_templates:
         "_partials/c.jinja": "{% include '_partials/c.jinja' %}",
         "_partials/orphan.jinja": "{% extends '_partials/orphan.jinja' %}",
     }
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     found = [
         (f.file.removeprefix(AGENTS + "/"), f.line, f.message) for f in report.findings if f.rule == "recursive-include"
     ]
@@ -318,7 +205,7 @@ def test_a_long_recursive_include_is_shown_with_its_middle_left_out(tmp_path: Pa
     files: dict[str, str | bytes] = {
         f"_partials/p{i:02d}.jinja": f"{{% include '_partials/p{(i + 1) % 12:02d}.jinja' %}}" for i in range(12)
     }
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     (finding,) = [f for f in report.findings if f.rule == "recursive-include"]
     shown = " -> ".join(f"_partials/p{i:02d}.jinja" for i in range(6))
     assert f"{shown} -> (5 more) -> _partials/p11.jinja -> _partials/p00.jinja;" in finding.message
@@ -330,7 +217,7 @@ def test_a_recursive_include_that_can_end_is_not_reported(tmp_path: Path) -> Non
         "chat/tree.yml": "name: tree\nprompt_templates:\n  user: \"{% include '_partials/tree.jinja' %}\"\n",
         "_partials/tree.jinja": tree,
     }
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     assert report.findings == []
     agent = open_worktree_catalog(tmp_path / "library", AGENTS, YamlLimits()).load("chat", "tree")
     assert isinstance(agent, LoadedAgent)
@@ -338,16 +225,17 @@ def test_a_recursive_include_that_can_end_is_not_reported(tmp_path: Path) -> Non
     assert agent.compiled.render({"node": node}, limits=RenderLimits()).messages[0].content == "a(b()c())"
 
 
+@pytest.mark.slow  # lints 2,000 files: seconds of pure Python
 def test_two_thousand_files_in_one_usecase(tmp_path: Path) -> None:
     files: dict[str, str | bytes] = {f"bulk/agent_{i:04d}.yml": MINIMAL for i in range(2000)}
     files["bulk/agent_0999.yml"] = "name: [broken\n"
-    report = lint(_library(tmp_path, files))
+    report = lint(write_library(tmp_path, files))
     assert len(report.definitions) == 2000
     assert [(f.file, f.rule) for f in report.findings] == [(f"{AGENTS}/bulk/agent_0999.yml", "yaml-syntax")]
 
 
 def test_output_formats(tmp_path: Path) -> None:
-    report = lint(_library(tmp_path, {**GOOD, **FAILING["schema"], **FAILING["unused-partial"]}))
+    report = lint(write_library(tmp_path, {**GOOD, **FAILING["schema"], **FAILING["unused-partial"]}))
     text = as_text(report)
     assert f"{AGENTS}/chat/bad.yml:5:1: error [schema] unknown key 'modle'" in text
     assert text.rstrip().endswith("1 error, 1 warning in 3 definitions and 2 partials")
@@ -365,73 +253,18 @@ def test_output_formats(tmp_path: Path) -> None:
     assert len({q["fingerprint"] for q in quality}) == len(quality)
 
 
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], cwd=cwd, env=clean_environment(), capture_output=True, text=True, timeout=120)
-
-
-def test_the_lint_command(tmp_path: Path) -> None:
-    good = _library(tmp_path / "good", GOOD)
-    assert _run("lint", cwd=good).returncode == 0
-    bad = _library(tmp_path / "bad", {**GOOD, **FAILING["yaml-syntax"]})
-    result = _run("lint", "--format", "codequality", "-o", "report.json", cwd=bad)
-    assert result.returncode == 1 and "1 error" in result.stdout
-    assert json.loads((bad / "report.json").read_text())[0]["check_name"] == "yaml-syntax"
-    missing = _run("lint", str(tmp_path / "nowhere"), cwd=tmp_path)
-    assert missing.returncode == 2 and "not a directory" in missing.stderr and "Traceback" not in missing.stderr
-    no_root = _run("lint", cwd=tmp_path)
-    assert no_root.returncode == 2 and "--root" in no_root.stderr
-
-
-def test_new_then_lint_then_render(tmp_path: Path) -> None:
-    assert _run("new", "support/triage", cwd=tmp_path).returncode == 0
-    written = (tmp_path / AGENTS / "support/triage.yml").read_text()
-    assert written.startswith("# yaml-language-server: $schema=../../../schemas/agent-definition.v1.schema.json")
-    assert (tmp_path / "schemas/agent-definition.v1.schema.json").exists()
-    assert _run("lint", cwd=tmp_path).returncode == 0
-    again = _run("new", "support/triage", cwd=tmp_path)
-    assert again.returncode == 2 and "already exists" in again.stderr
-    assert _run("new", "Bad Name/x", cwd=tmp_path).returncode == 2
-    rendered = _run("render", "support/triage", "--input", "question=Is it down?", cwd=tmp_path)
-    assert rendered.returncode == 0 and "--- user ---\nIs it down?" in rendered.stdout
-    missing = _run("render", "support/triage", cwd=tmp_path)
-    assert missing.returncode == 2
-    assert missing.stderr == "prompt-registry: missing required input 'question' (support/triage at worktree)\n"
-
-
-def test_render_a_release_with_an_inputs_file(released_repo: LibraryRepo, tmp_path: Path) -> None:
-    inputs = tmp_path / "inputs.yml"
-    inputs.write_text("question: Why?\nrules: [Be kind]\n")
-    result = _run(
-        "render",
-        "chat/with_rules",
-        "--release",
-        "v1.1.0",
-        "--inputs-file",
-        str(inputs),
-        "--format",
-        "json",
-        cwd=released_repo.path,
-    )
-    assert result.returncode == 0, result.stderr
-    body = json.loads(result.stdout)
-    assert body["release"]["tag"] == "v1.1.0"
-    assert body["messages"][0]["content"].endswith("- Be kind\n")
-    absent = _run("render", "chat/with_rules", "--release", "v9.0.0", cwd=released_repo.path)
-    assert absent.returncode == 1 and "v9.0.0" in absent.stderr
-
-
 def test_a_library_with_composites_passes_and_their_inputs_count_as_used(tmp_path: Path) -> None:
     composite = (
         "name: Chain\ninputs: {type: object, properties: {question: {type: string}}}\n"
         "pattern:\n  kind: chain\n  steps:\n    - {id: a, agent: chat/minimal, inputs: {question: '{{ inputs.question }}'}}\n"
     )
-    report = lint(_library(tmp_path, {**GOOD, "chat/composite.yml": composite}))
+    report = lint(write_library(tmp_path, {**GOOD, "chat/composite.yml": composite}))
     assert report.findings == []
 
 
 def test_a_composite_finding_has_its_line_and_the_cycle_path(tmp_path: Path) -> None:
-    files = {"chat/a.yml": _chain("chat/b"), "chat/b.yml": _chain("chat/a")}
-    report = lint(_library(tmp_path, {**GOOD, **files}))
+    files = {"chat/a.yml": chain("chat/b"), "chat/b.yml": chain("chat/a")}
+    report = lint(write_library(tmp_path, {**GOOD, **files}))
     cycles = [(f.file, f.line, f.message) for f in report.findings if f.rule == "composite-cycle"]
     assert cycles == [
         (f"{AGENTS}/chat/a.yml", 5, "composites reference each other in a cycle: chat/a -> chat/b -> chat/a"),
@@ -453,19 +286,19 @@ prompt_templates: {{user: hi}}
 
 
 def test_a_tool_may_require_approval_and_carry_other_extensions(tmp_path: Path) -> None:
-    report = lint(_library(tmp_path, {"chat/refunds.yml": APPROVED_TOOL.format(value="true")}))
+    report = lint(write_library(tmp_path, {"chat/refunds.yml": APPROVED_TOOL.format(value="true")}))
     assert report.findings == []
 
 
 def test_requires_approval_must_be_a_boolean(tmp_path: Path) -> None:
-    report = lint(_library(tmp_path, {"chat/refunds.yml": APPROVED_TOOL.format(value='"yes"')}))
+    report = lint(write_library(tmp_path, {"chat/refunds.yml": APPROVED_TOOL.format(value='"yes"')}))
     [finding] = report.findings
     assert (finding.rule, finding.severity, finding.line) == ("schema", "error", 7)
     assert "x-requires-approval" in finding.path
 
 
 def test_a_misspelt_approval_key_is_a_warning_with_the_right_spelling(tmp_path: Path) -> None:
-    report = lint(_library(tmp_path, {**GOOD, **FAILING["tool-extension"]}))
+    report = lint(write_library(tmp_path, {**GOOD, **FAILING["tool-extension"]}))
     [finding] = [f for f in report.findings if f.rule == "tool-extension"]
     assert "'x-requires-aproval' is not read by the executor" in finding.message
     assert finding.hint == "did you mean 'x-requires-approval'?"
@@ -479,7 +312,7 @@ def test_any_approval_key_the_executor_does_not_read_is_a_warning(tmp_path: Path
     bad = FAILING["tool-extension"]["chat/bad.yml"]
     assert isinstance(bad, str)
     text = bad.replace("x-requires-aproval", key)
-    report = lint(_library(tmp_path, {"chat/bad.yml": text}))
+    report = lint(write_library(tmp_path, {"chat/bad.yml": text}))
     [finding] = [f for f in report.findings if f.rule == "tool-extension"]
     assert finding.hint == "did you mean 'x-requires-approval'?"
 
@@ -488,4 +321,4 @@ def test_an_extension_key_of_ones_own_is_no_warning(tmp_path: Path) -> None:
     bad = FAILING["tool-extension"]["chat/bad.yml"]
     assert isinstance(bad, str)
     text = bad.replace("x-requires-aproval", "x-owner")
-    assert lint(_library(tmp_path, {"chat/bad.yml": text})).findings == []
+    assert lint(write_library(tmp_path, {"chat/bad.yml": text})).findings == []

@@ -2,46 +2,23 @@
 once per process and only when a connection could need it.
 
 The HTTPS server is real (a TLS socket on a free port, with a certificate
-from a throwaway CA made by trustme); it answers ``GET /v1/releases`` the
-way the registry does, which is all a handshake test needs.
+from a throwaway CA made by trustme: tests/support/https_server.py); it answers
+``GET /v1/releases`` the way the registry does, which is all a handshake test
+needs. In fresh interpreters: tests/integration/test_client_tls_processes.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import ssl
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
 import trustme
 
 from registry.client import AsyncRegistryClient, RegistryClient, RegistryUnavailable, RetryPolicy, tls
-from tests.conftest import LibraryRepo
-from tests.support.servers import RegistryProcess, clean_environment
-
-NO_RETRIES = RetryPolicy(attempts=1)
-RELEASES: dict[str, object] = {"releases": [], "latest": None, "channels": {}}
-
-
-class _Releases(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = json.dumps(RELEASES).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+from tests.support.https_server import serving_https
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +28,11 @@ def ca() -> trustme.CA:
 
 @pytest.fixture(scope="module")
 def https_base(ca: trustme.CA) -> Iterator[str]:
-    """An HTTPS server on 127.0.0.1 whose certificate only ``ca`` vouches for."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Releases)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_https(ca) as base:
+        yield base
+
+
+NO_RETRIES = RetryPolicy(attempts=1)
 
 
 def _trusting(ca: trustme.CA) -> ssl.SSLContext:
@@ -119,43 +89,3 @@ def test_a_proxy_from_the_environment_gets_the_verifying_context(monkeypatch: py
 
 def test_verification_switched_off_is_the_callers_explicit_choice() -> None:
     assert tls.context_for("https://registry", False) is False
-
-
-def _python(program: str, **env: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**clean_environment(), **env},
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def test_ssl_cert_file_is_honoured_as_httpx_honours_it(https_base: str, ca: trustme.CA, tmp_path: Path) -> None:
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    program = (
-        "from registry.client import RegistryClient, RetryPolicy\n"
-        f"with RegistryClient({https_base!r}, retries=RetryPolicy(attempts=1)) as client:\n"
-        "    print(client.releases().releases)\n"
-    )
-    assert _python(program, SSL_CERT_FILE=str(bundle)) == "()"
-
-
-def test_an_http_client_never_loads_a_certificate_bundle(released_repo: LibraryRepo) -> None:
-    """In a fresh process: clients made and used against a real registry over
-    plain HTTP, and the verifying context was never built."""
-    with RegistryProcess("--repo", str(released_repo.path)) as server:
-        program = (
-            "from registry.client import RegistryClient, tls\n"
-            "for _ in range(3):\n"
-            f"    with RegistryClient({server.base!r}, release='^1.0') as client:\n"
-            "        client.get('chat', 'minimal').render(question='q')\n"
-            "print(tls._verifying is None)\n"
-        )
-        proxies = {k: v for k, v in os.environ.items() if k.lower().endswith("_proxy")}
-        assert not proxies, "this test needs no proxy in its environment"
-        assert _python(program) == "True"

@@ -216,6 +216,7 @@ def test_a_word_longer_than_a_chunk_is_cut_into_pieces_of_chunk_chars(tmp_path: 
     ]
 
 
+@pytest.mark.slow  # generated documents, each indexed in SQLite
 @given(
     st.lists(
         st.lists(st.text(alphabet="abcdefghij", min_size=1, max_size=30), min_size=1, max_size=40).map(" ".join),
@@ -456,6 +457,7 @@ _FTS5_SYNTAX = st.sampled_from(
 _WORDS = st.sampled_from(["tokens", "rotate", "café", "scope", "title", "text", "source"])
 
 
+@pytest.mark.slow  # 300 generated queries, each searched in SQLite
 @given(
     st.one_of(
         st.text(st.characters(exclude_categories=())),

@@ -1,13 +1,12 @@
 """A tool whose definition says ``x-requires-approval: true`` waits for a
 person's decision in a step run, with no approval list given to the executor;
-a run that has no one to ask (``Executor.run``, ``prompt-registry run``)
-never makes the call and ends ``blocked``."""
+a run that has no one to ask (``Executor.run``; ``prompt-registry run``:
+tests/integration/test_tool_approval_cli.py) never makes the call and ends
+``blocked``."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,30 +16,8 @@ from registry.executor import Executor, PythonTools, ScriptedModel
 from registry.executor.executor import StepResult
 from registry.executor.journal import MemoryJournal
 from tests.conftest import LibraryRepo
-from tests.support.cli import run as run_cli
 from tests.support.executor_fixtures import executor_for, registry_client
-
-REFUNDS = """\
-name: Refunds
-type: react
-max_iterations: 3
-output_parser: {type: react_text}
-model: {name: test-model}
-tools:
-  - name: refund
-    description: Refunds an order.
-    parameters: {type: object, required: [order], properties: {order: {type: string}}}
-    x-requires-approval: true
-  - name: lookup
-    description: Looks an order up.
-    parameters: {type: object, required: [order], properties: {order: {type: string}}}
-prompt_templates:
-  system: Use the tools. Reply with Thought/Action/Action Input or Final Answer.
-  user: "{{ question }}"
-inputs: {type: object, required: [question], properties: {question: {type: string}}}
-"""
-LOOKUP = 'Thought: check it\nAction: lookup\nAction Input: {"order": "A-1"}'
-REFUND = 'Thought: pay it back\nAction: refund\nAction Input: {"order": "A-1"}'
+from tests.support.refunds_agent import LOOKUP, NEEDS_APPROVAL, REFUND, REFUNDS
 
 
 def _steps(agent: Agent, replies: list[dict[str, Any]], decision: dict[str, Any]) -> tuple[list[StepResult], list[str]]:
@@ -101,11 +78,6 @@ def test_a_rejected_call_is_never_made(repo: LibraryRepo) -> None:
 
 # --- runs with no one to ask ------------------------------------------------------------------
 
-NEEDS_APPROVAL = (
-    "the call of tool 'refund' needs a person's approval, which this run cannot ask for: run the agent as a task"
-    " (prompt-registry agents serve) or step by step (Executor.step)"
-)
-
 
 @pytest.mark.parametrize(
     ("definition", "options"),
@@ -134,29 +106,3 @@ def test_a_run_never_makes_a_call_that_needs_approval_and_ends_blocked(
     [span] = [s for s in result.trace.spans("execute_tool") if s.attributes["gen_ai.tool.name"] == "refund"]
     assert span.status == "error" and span.attributes["registry.tool.status"] == "needs_approval"
     assert result.llm_calls == 2
-
-
-def test_prompt_registry_run_never_makes_a_call_that_needs_approval(repo: LibraryRepo, tmp_path: Path) -> None:
-    repo.release("v1.0.0", {"shop/refunds.yml": REFUNDS})
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "shop_tools.py").write_text(
-        "from pathlib import Path\n"
-        "def refund(order):\n"
-        "    Path('refunded').write_text(order)\n"
-        "    return 'refunded'\n"
-        "TOOLS = {'refund': refund, 'lookup': lambda order: 'paid twice'}\n",
-        encoding="utf-8",
-    )
-    (work / "script.yml").write_text(
-        json.dumps([{"content": LOOKUP}, {"when": "paid twice", "content": REFUND}, {"content": "Final Answer: ok"}]),
-        encoding="utf-8",
-    )
-    result = run_cli(
-        "run", "shop/refunds", "--repo", str(repo.path), "--input", "question=refund A-1",
-        "--model", "scripted:script.yml", "--tools", "shop_tools:TOOLS", "--format", "json", cwd=work,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    answer = json.loads(result.stdout)
-    assert (answer["outcome"], answer["output"], answer["error"]) == ("blocked", None, NEEDS_APPROVAL)
-    assert not (work / "refunded").exists()

@@ -5,7 +5,6 @@ Hostile composites are refused in bounded time and never affect other agents."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -21,134 +20,10 @@ from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.rendering import RenderLimits
 from registry.settings import Settings
-from tests.conftest import AGENTS, MINIMAL, LibraryRepo, client_for, make_app
+from tests.conftest import AGENTS, LibraryRepo, client_for, make_app
+from tests.support.composites import CLASSIFY, COMPOSITES, DRAFT, GATE, GATED, LEAVES, MAPPED, ROUTED, VOTED
 from tests.support.openapi_check import validate_against_openapi
 from tests.support.redis_server import free_port
-from tests.support.servers import CLI, clean_environment
-
-DRAFT = """\
-name: Draft an answer
-inputs: {type: object, properties: {question: {type: string}}, required: [question], additionalProperties: false}
-prompt_templates:
-  user: "{{ question }}"
-"""
-
-GATE = """\
-name: Response gate
-inputs: {type: object, properties: {reply: {type: string}}, required: [reply]}
-output_parser:
-  type: json
-  output_schema:
-    type: object
-    required: [allow]
-    properties: {allow: {type: boolean}, reason: {type: string}}
-prompt_templates:
-  user: "May this be sent? {{ reply }}"
-"""
-
-CLASSIFY = """\
-name: Classify
-inputs: {type: object, properties: {question: {type: string}}, required: [question]}
-output_parser:
-  type: json
-  output_schema:
-    type: object
-    required: [label]
-    properties: {label: {type: string, enum: [billing, tech]}}
-prompt_templates:
-  user: "{{ question }}"
-"""
-
-JUDGE = """\
-name: Judge
-inputs: {type: object, properties: {candidate: {type: string}}, required: [candidate]}
-output_parser:
-  type: json
-  output_schema:
-    type: object
-    required: [pass, feedback]
-    properties: {pass: {type: boolean}, feedback: {type: string}}
-prompt_templates:
-  user: "{{ candidate }}"
-"""
-
-GATED = """\
-name: Support answer with a response gate
-inputs: {type: object, properties: {question: {type: string}}, required: [question]}
-pattern:
-  kind: chain
-  steps:
-    - id: draft
-      agent: support/draft_answer
-      inputs: {question: "{{ inputs.question }}"}
-    - id: gate
-      agent: compliance/response_gate
-      inputs: {reply: "{{ steps.draft.output }}"}
-      gate: {on_block: "This information is restricted. {{ gate.reason }}"}
-  limits: {max_llm_calls: 10, timeout: 60}
-"""
-
-ROUTED = """\
-name: Routed
-inputs: {type: object, properties: {question: {type: string}}, required: [question]}
-pattern:
-  kind: route
-  classifier: {agent: support/classify, inputs: {question: "{{ inputs.question }}"}}
-  routes:
-    billing: {agent: support/draft_answer, inputs: {question: "{{ inputs.question }}"}}
-    tech: {agent: support/gated, inputs: {question: "{{ inputs.question }}"}}
-"""
-
-MAPPED = """\
-name: Summarise many
-inputs: {type: object, properties: {items: {type: array}}, required: [items]}
-pattern:
-  kind: parallel
-  mode: map
-  over: "{{ inputs.items }}"
-  chunk_size: 10
-  max_items: 50
-  max_concurrency: 4
-  branch: {agent: support/draft_answer, inputs: {question: "{{ chunk }} (part {{ chunk_index }})"}}
-  aggregate: {agent: support/draft_answer, inputs: {question: "{{ results }}"}}
-"""
-
-REFINED = """\
-name: Refined
-inputs: {type: object, properties: {question: {type: string}}, required: [question]}
-pattern:
-  kind: evaluator_optimizer
-  generator: {agent: support/draft_answer, inputs: {question: "{{ inputs.question }} {{ previous.feedback }}"}}
-  evaluator: {agent: support/judge, inputs: {candidate: "{{ candidate }}"}}
-  max_iterations: 3
-  on_exhausted: return_last
-"""
-
-VOTED = """\
-name: Voted
-inputs: {type: object, properties: {question: {type: string}}, required: [question]}
-pattern:
-  kind: parallel
-  mode: vote
-  n: 5
-  branch: {agent: support/classify, inputs: {question: "{{ inputs.question }}"}}
-  aggregate: {strategy: majority, field: label}
-"""
-
-LEAVES = {
-    "support/draft_answer.yml": DRAFT,
-    "compliance/response_gate.yml": GATE,
-    "support/classify.yml": CLASSIFY,
-    "support/judge.yml": JUDGE,
-    "chat/minimal.yml": MINIMAL,
-}
-COMPOSITES = {
-    "support/gated.yml": GATED,
-    "support/routed.yml": ROUTED,
-    "support/mapped.yml": MAPPED,
-    "support/refined.yml": REFINED,
-    "support/voted.yml": VOTED,
-}
 
 
 def _catalog(tmp_path: Path, files: dict[str, str]) -> ReleaseCatalog:
@@ -522,40 +397,6 @@ def test_a_bundle_verifies_a_composite_against_every_agent_it_can_run(repo: Libr
     with pytest.raises(InvalidBundle, match="does not match its digest"):
         tampered.agent("support", "gated")
     assert tampered.agent("support", "draft_answer").digest
-
-
-def test_diff_and_the_release_gate_understand_composites(repo: LibraryRepo, tmp_path: Path) -> None:
-    repo.release("v1.0.0", {**LEAVES, **COMPOSITES})
-    # A changed prompt of an agent the composites run: they change through it.
-    repo.release("v1.0.1", {"support/draft_answer.yml": DRAFT.replace("{{ question }}", "Q: {{ question }}")})
-    client = client_for(repo)
-    diff = client.get("/v1/diff?from=v1.0.0&to=v1.0.1").json
-    assert diff is not None
-    changed = {change["name"]: change for change in diff["changed"] if change["usecase"] == "support"}
-    assert changed["gated"]["through"] == ["support/draft_answer"] and changed["gated"]["fields"] == []
-    assert "through" not in changed["draft_answer"]
-    # A gate's output contract changed: major, for the gate itself.
-    gate = GATE.replace("reason: {type: string}", "reason: {type: string, maxLength: 200}")
-    assert gate != GATE
-    repo.release("v1.0.2", {"compliance/response_gate.yml": gate})
-    release_gate = subprocess.run(
-        [CLI, "check-release", "v1.0.3", "--against", "v1.0.1", "--ref", "v1.0.2"],
-        cwd=repo.path,
-        capture_output=True,
-        text=True,
-        env=clean_environment(),
-        timeout=60,
-    )
-    assert release_gate.returncode == 1 and "major" in release_gate.stdout
-    assert "compliance/response_gate: its output contract changed (output_parser output_schema)" in release_gate.stdout
-    # An agent a composite runs removed: the composite becomes invalid, major.
-    repo.remove("support/draft_answer.yml")
-    repo.commit("remove the draft agent")
-    repo.tag("v2.0.0")
-    removal = client_for(repo).get("/v1/diff?from=v1.0.2&to=v2.0.0").json
-    assert removal is not None
-    assert "support/draft_answer" in removal["removed"]
-    assert any(change["name"] == "gated" and "to" in change.get("invalid", {}) for change in removal["changed"])
 
 
 @pytest.mark.parametrize(

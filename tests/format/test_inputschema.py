@@ -225,6 +225,7 @@ _JSON = st.recursive(
 )
 
 
+@pytest.mark.slow  # hundreds of generated instances per schema, each checked by jsonschema too
 @pytest.mark.parametrize("raw", _FAST_PATH_SCHEMAS, ids=["scalars", "containers", "combinators"])
 def test_the_fast_path_accepts_exactly_what_jsonschema_accepts(raw: dict[str, Any]) -> None:
     schema = InputsSchema(raw)
@@ -273,6 +274,7 @@ _PATTERNS = [
 _TRICKY_TEXT = st.text(alphabet=list("ab cxk-_.Kwordé\n\r\t\u00a0\u2028٣1234") + ["K", "[", ":", "é"], max_size=8)
 
 
+@pytest.mark.slow  # 300 generated texts for each pattern, each matched by two engines
 @pytest.mark.parametrize("pattern", _PATTERNS)
 def test_patterns_are_judged_as_re2_judges_them(pattern: str) -> None:
     schema = InputsSchema(_schema(x={"type": "string", "pattern": pattern}))
@@ -549,6 +551,7 @@ def _unique(items: list[Any]) -> bool:
     return not any(_same_json(items[i], items[j]) for i in range(len(items)) for j in range(i + 1, len(items)))
 
 
+@pytest.mark.slow  # hundreds of generated instances per schema, each checked by jsonschema too
 @given(st.lists(_JSON, max_size=6))
 @settings(max_examples=400, deadline=None)
 def test_unique_items_agrees_with_jsonschema_on_any_json(items: list[Any]) -> None:
@@ -592,6 +595,7 @@ _STRUCTURAL_JSON = st.recursive(
 )
 
 
+@pytest.mark.slow  # hundreds of generated instances per schema, each checked by jsonschema too
 @given(_STRUCTURAL_JSON, st.integers(min_value=0, max_value=12), st.booleans(), st.sampled_from([None, 1]))
 @settings(max_examples=600, deadline=None)
 def test_values_counted_before_parsing_match_the_structure(

@@ -38,6 +38,7 @@ def protocol(example: Path, docs_index: SqliteFtsRetriever, tmp_path: Path) -> I
     registry_app.extensions["prompt_registry.service"].close()
 
 
+@pytest.mark.slow  # a task for every agent of the bundled library, one by one
 @pytest.mark.parametrize("agent", LIBRARY_AGENTS)
 def test_every_library_agent_runs_to_completion_as_a_task(protocol: Flask, agent: str) -> None:
     http = protocol.test_client()

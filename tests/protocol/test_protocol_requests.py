@@ -1,81 +1,31 @@
 """What a task or a step request may say (registry/protocol/requests.py):
 unknown members of additional_input are refused with a "did you mean", a
 problem about missing inputs says how ``input`` maps to them, and a task
-whose tools or retrievers nothing binds is refused before anything runs."""
+whose tools or retrievers nothing binds is refused before anything runs
+(with real MCP and model servers: tests/integration/test_protocol_requests_processes.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
 
-from registry.client import RegistryClient
-from registry.executor import Executor, OpenAIChatModel, ScriptedModel
-from registry.executor.mcp_tools import McpTools
-from registry.protocol.app import create_app
-from registry.serving.app import create_app as create_registry_app
-from registry.settings import Settings
 from tests.conftest import LibraryRepo
-from tests.support.executor_fixtures import REACT, leaf
-from tests.support.mcp_commands import down_the_first_time
-from tests.support.openai_server import ScriptedModelServer
-from tests.support.protocol_service import Service, create, step
-
-ASKS = """\
-name: Asks
-inputs: {type: object, required: [question], properties: {question: {type: string}}}
-pattern:
-  kind: chain
-  steps:
-    - {id: ask, agent: a/react, inputs: {question: "{{ inputs.question }}"}}
-"""
-RAG = """\
-name: Docs
-type: rag
-model: {name: test-model}
-rag: {retriever: product-docs}
-prompt_templates:
-  user: "{{ question }} {% for p in passages %}{{ p.text }}{% endfor %}"
-inputs: {type: object, required: [question, passages], properties: {question: {type: string}, passages: {type: array}}}
-"""
+from tests.support.protocol_service import create, step
+from tests.support.request_library import no_tasks, release_library, service_app, services_over
 
 
 @pytest.fixture
 def library(repo: LibraryRepo) -> LibraryRepo:
-    return repo.release(
-        "v1.0.0",
-        {
-            "s/draft.yml": leaf("drafter", "Draft: {{ question }}", question="string"),
-            "s/two.yml": leaf("two", "{{ pipeline }}: {{ question }}", pipeline="string", question="string"),
-            "a/react.yml": REACT,
-            "a/asks.yml": ASKS,
-            "d/docs.yml": RAG,
-        },
-    )
+    return release_library(repo)
 
 
 @pytest.fixture
 def services(library: LibraryRepo, tmp_path: Path) -> Iterator[Any]:
-    made: list[Service] = []
-
-    def make(replies: list[dict[str, Any]], **options: Any) -> FlaskClient:
-        service = Service(library, tmp_path / f"data{len(made)}", replies, **options)
-        made.append(service)
-        return service.http()
-
-    yield make
-    for service in made:
-        service.close()
-
-
-def no_tasks(http: FlaskClient) -> bool:
-    return bool(http.get("/ap/v1/agent/tasks").get_json()["pagination"]["total_items"] == 0)
+    with services_over(library, tmp_path) as make:
+        yield make
 
 
 # --- unknown members -----------------------------------------------------------------------
@@ -156,38 +106,6 @@ def test_a_task_whose_tools_are_bound_is_created(services: Any) -> None:
     assert create(http, "a/asks", inputs={"question": "q"})["status"] == "created"
 
 
-@contextmanager
-def service_app(library: LibraryRepo, data: Path, replies: list[dict[str, Any]], **options: Any) -> Iterator[Flask]:
-    """The service over ``library`` with an executor built with ``options``."""
-    registry_app = create_registry_app(Settings(repo=str(library.path)))
-    client = RegistryClient("http://registry.test", transport=httpx.WSGITransport(app=registry_app), timeout=30)
-    executor = Executor(model=ScriptedModel.from_replies(replies, source="the test"), registry=client, **options)
-    app = create_app(Settings(data_dir=str(data)), executor=executor, registry=client)
-    try:
-        yield app
-    finally:
-        app.extensions["agent_protocol.close"]()
-        executor.close()
-        client.close()
-        registry_app.extensions["prompt_registry.service"].close()
-
-
-def test_tools_that_cannot_start_are_the_services_fault_and_are_tried_again(
-    library: LibraryRepo, tmp_path: Path
-) -> None:
-    server = McpTools("lookup", down_the_first_time(tmp_path / "tried"))
-    with service_app(library, tmp_path / "data", [], tools=[server]) as app:
-        http = app.test_client()
-        body = {"additional_input": {"agent": "s/draft", "inputs": {"question": "q"}}}
-        down = http.post("/ap/v1/agent/tasks", json=body)
-        problem = down.get_json()
-        assert down.status_code == 503 and problem["type"] == "/problems/not-ready", problem
-        said = "the tools of this service cannot start now: --mcp lookup: the server exited with status 3"
-        assert said in problem["detail"]
-        assert no_tasks(http)
-        assert http.post("/ap/v1/agent/tasks", json=body).status_code == 200
-
-
 def test_a_task_does_not_call_a_map_for_another_agents_model_unused(library: LibraryRepo, tmp_path: Path) -> None:
     model_map = {"test-model": "served", "other-model": "served"}
     with service_app(library, tmp_path / "data", [{"content": "drafted"}], model_map=model_map) as app:
@@ -196,31 +114,3 @@ def test_a_task_does_not_call_a_map_for_another_agents_model_unused(library: Lib
         last = step(http, task)
     assert last["is_last"] and last["output"] == "drafted"
     assert "warnings" not in last["additional_output"], last["additional_output"]
-
-
-UNNAMED = leaf("unnamed", "Say: {{ question }}", question="string").replace(
-    "model: {name: test-model, params: {temperature: 0.2, max_tokens: 50}}\n", ""
-)
-
-
-@pytest.mark.parametrize("model_name", [None, "served-model"])
-def test_an_agent_that_names_no_model_needs_a_service_that_names_one(
-    library: LibraryRepo, services: Any, tmp_path: Path, model_name: str | None
-) -> None:
-    assert "model:" not in UNNAMED
-    library.release("v1.1.0", {"s/unnamed.yml": UNNAMED})
-    # A real model needs a name in every request; the scripted model does not.
-    with ScriptedModelServer([{"content": "said", "repeat": True}], tmp_path) as server:
-        model = OpenAIChatModel(base_url=server.base_url, api_key="k", max_retries=0)
-        http = services([], model=model, model_name=model_name)
-        response = http.post(
-            "/ap/v1/agent/tasks", json={"additional_input": {"agent": "s/unnamed", "inputs": {"question": "q"}}}
-        )
-        if model_name is None:
-            body = response.get_json()
-            assert response.status_code == 422 and body["type"] == "/problems/invalid-inputs"
-            assert "s/unnamed names no model (model.name)" in body["detail"] and "--model-name" in body["detail"]
-            assert no_tasks(http)
-        else:
-            assert response.status_code == 200, response.get_json()
-            assert step(http, response.get_json()["task_id"])["output"] == "said"

@@ -738,6 +738,7 @@ def _sandboxed(source: str) -> jinja2.Template:
     return ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined).from_string(source)
 
 
+@pytest.mark.slow  # 300 generated templates, each rendered twice
 @settings(max_examples=300, deadline=None)
 @given(
     source=st.sampled_from(PROPERTY_TEMPLATES),

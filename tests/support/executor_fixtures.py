@@ -16,6 +16,7 @@ import yaml
 from registry.client import RegistryClient
 from registry.executor import Executor, PythonTools, ScriptedModel, SqliteFtsRetriever, build_index
 from registry.executor.chat import ChatModel
+from registry.executor.executor import RunResult
 from registry.executor.tools import ToolProvider
 from registry.serving.app import create_app
 from registry.settings import BUNDLED_LIBRARY, Settings
@@ -234,6 +235,14 @@ REPLIES: dict[str, list[dict[str, Any]]] = {
         {"content": "Duplicate of #12.", "repeat": True},
     ],
 }
+
+
+def run_scripted(example: Path, docs_index: SqliteFtsRetriever, agent: str) -> RunResult:
+    """``agent`` of the example run with the scripted model, the library's tools and the docs index."""
+    with executor_for(
+        example, scripted_replies(), tools=[library_tools()], retrievers={"product-docs": docs_index}
+    ) as executor:
+        return executor.run(agent, example_inputs(agent))
 
 
 def scripted_replies() -> list[dict[str, Any]]:

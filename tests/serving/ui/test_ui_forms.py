@@ -445,6 +445,7 @@ schema_values = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow  # hundreds of generated schemas and forms: seconds of pure Python
 @settings(max_examples=300, deadline=None)
 @given(schema_values)
 def test_any_valid_inputs_survive_the_round_trip(values: dict[str, Any]) -> None:
@@ -459,6 +460,7 @@ hostile_texts = (
 form_schemas = st.sampled_from([SCHEMA, None, *(d.get("inputs") for d in DEFINITIONS.values())])
 
 
+@pytest.mark.slow  # hundreds of generated schemas and forms: seconds of pure Python
 @settings(max_examples=400, deadline=None)
 @given(form_schemas, st.data())
 def test_reading_any_form_never_raises(schema: Any, data: st.DataObject) -> None:
@@ -488,6 +490,7 @@ odd_schemas = schema_parts | st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow  # hundreds of generated schemas and forms: seconds of pure Python
 @settings(max_examples=400, deadline=None)
 @given(odd_schemas, json_values, st.data())
 def test_any_schema_gives_bounded_fields_and_reads_any_form(schema: Any, values: Any, data: st.DataObject) -> None:

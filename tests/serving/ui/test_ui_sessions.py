@@ -1,14 +1,13 @@
 """The UI's sign-in sessions (registry/serving/ui/sessions.py): the token is
 never readable in the cookie, a session expires, and a signed-out cookie sent
-again opens nothing, in any worker that may receive it (a shared directory, or
-a real Redis)."""
+again opens nothing, in any worker that may receive it (a shared directory;
+a real Redis: tests/integration/test_ui_sessions_processes.py)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import subprocess
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -16,20 +15,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
 
 from registry.serving.app import create_app
 from registry.serving.ui.sessions import LIFETIME, DirectorySignedOut, UiSessions
 from registry.settings import Settings
-from tests.support.redis_server import RedisServer
-from tests.support.servers import CLI, clean_environment
 from tests.support.ui_pages import csrf, page
+from tests.support.ui_sessions import (
+    SECRET,
+    TOKEN,
+    make_hostile_tmp,
+    opens,
+    sign_out,
+    signed_in,
+    with_cookie,
+    workers_over,
+)
 
-ROOT = Path(__file__).resolve().parents[3]
-TOKEN = "ui-token-0123456789abcdef"
-COOKIE = "prompt_registry_ui"
-SECRET = "the-ui-secret-of-every-worker-0123456789"
+
+@pytest.fixture
+def workers(example: Path) -> Iterator[Any]:
+    with workers_over(example) as make:
+        yield make
+
+
+@pytest.fixture
+def hostile_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return make_hostile_tmp(tmp_path, monkeypatch)
 
 
 class Clock:
@@ -38,70 +49,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def workers(example: Path) -> Iterator[Any]:
-    """``workers(**settings)``: apps over the example with tokens and one UI
-    secret, as the workers of one server are; closed at the end."""
-    made: list[Flask] = []
-
-    def make(**settings: Any) -> Flask:
-        app = create_app(Settings(repo=str(example), api_tokens=(TOKEN,), ui_secret=SECRET, **settings))
-        made.append(app)
-        return app
-
-    yield make
-    for app in made:
-        app.extensions["prompt_registry.service"].close()
-
-
-def signed_in(client: FlaskClient) -> str:
-    """Signs ``client`` in; the session cookie's value."""
-    form = page(client, "/ui/login")
-    response = client.post("/ui/login", data={"csrf_token": csrf(form), "token": TOKEN})
-    assert response.status_code == 302, response.get_data(as_text=True)[:500]
-    cookie = client.get_cookie(COOKIE, path="/ui")
-    assert cookie is not None
-    return cookie.value
-
-
-def sign_out(client: FlaskClient) -> None:
-    form = page(client, "/ui/")
-    assert client.post("/ui/logout", data={"csrf_token": csrf(form)}).status_code == 302
-
-
-def with_cookie(app: Flask, value: str) -> FlaskClient:
-    client = app.test_client()
-    client.set_cookie(COOKIE, value, path="/ui")
-    return client
-
-
-def opens(client: FlaskClient) -> bool:
-    """Whether the client's session lets it read a page (rather than being sent to sign in)."""
-    response = client.get("/ui/agents")
-    assert response.status_code in (200, 302)
-    return response.status_code == 200
-
-
-@pytest.fixture
-def hostile_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temporary directory where another user (anyone) may write the UI's
-    directory, as on a shared machine; this process's ``tempfile`` uses it."""
-    directory = tmp_path / f"prompt-registry-ui-{os.getuid()}"
-    directory.mkdir()
-    directory.chmod(0o777)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return tmp_path
-
-
-def test_running_an_agent_does_not_depend_on_the_uis_temporary_directory(hostile_tmp: Path) -> None:
-    command = [CLI, "run", "support/gated_answer", "--example", "--input", "question=q"]
-    command += ["--model", "scripted:library/replies/gated_answer.yml"]
-    environment = {**clean_environment(), "TMPDIR": str(hostile_tmp), "REGISTRY_API_TOKENS": TOKEN}
-    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert list((hostile_tmp / f"prompt-registry-ui-{os.getuid()}").iterdir()) == []
 
 
 def test_the_sign_out_store_is_made_at_the_first_sign_in_not_with_the_app(
@@ -183,16 +130,6 @@ def test_a_sign_out_in_one_worker_holds_in_the_others(workers: Any, tmp_path: Pa
     assert opens(with_cookie(other, value))
     sign_out(client)
     assert not opens(with_cookie(other, value))
-
-
-def test_sign_outs_are_shared_through_redis(workers: Any, shared_redis: RedisServer, redis_url: str) -> None:
-    one, other = workers(redis_url=redis_url), workers(redis_url=redis_url)
-    client = one.test_client()
-    value = signed_in(client)
-    sign_out(client)
-    assert not opens(with_cookie(other, value))
-    [key] = shared_redis.client().keys("*ui-signed-out*")
-    assert 0 < int(shared_redis.client().ttl(key)) <= LIFETIME + 1
 
 
 def test_a_cookie_made_with_another_secret_opens_nothing(workers: Any, example: Path) -> None:

@@ -1,4 +1,6 @@
-"""Serving a remote through a local mirror: sync, webhooks, readiness, faults."""
+"""Serving a remote through a local mirror: sync, webhooks, readiness, faults;
+over real git fetches from a remote on disk, with background sync threads and
+worker processes."""
 
 from __future__ import annotations
 
