@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -31,13 +29,12 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
 )
 from tests.support.redis_server import free_port
 from tests.support.servers import RegistryProcess, clean_environment
-from tests.support.triage_agent import SCRIPT, TOOLS
+from tests.support.triage_agent import triage_service_command
 
 if TYPE_CHECKING:
     # What add_cookies takes, which Playwright names only in its private module.
     from playwright._impl._api_structures import SetCookieParam
 
-CLI = str(Path(sys.executable).parent / "prompt-registry")
 OpenTab = Callable[..., Tab]
 TOKEN = "browser-token-0123456789abcdef"
 
@@ -95,11 +92,8 @@ def locked_registry() -> Iterator[RegistryProcess]:
 def agents_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
     """``agents serve`` with a scripted model and a tool that waits for approval."""
     directory = tmp_path_factory.mktemp("agents")
-    (directory / "browser_tools.py").write_text(TOOLS, encoding="utf-8")
-    (directory / "script.yml").write_text(SCRIPT, encoding="utf-8")
     port = free_port()
-    command = [CLI, "agents", "serve", "--example", "--model", "scripted:script.yml", "--tools", "browser_tools:TOOLS"]
-    command += ["--require-approval", "list_jobs", "--port", str(port), "--data-dir", "data"]
+    command = triage_service_command(directory, port)
     with RegistryProcess(command=command, port=port, cwd=directory) as process:
         yield process
 

@@ -20,8 +20,8 @@ from registry.serving.app import create_app
 from registry.serving.ui.tasks import AGENT_SERVICE_KEY
 from registry.settings import Settings
 from tests.support.redis_server import free_port
-from tests.support.servers import CLI, RegistryProcess
-from tests.support.triage_agent import SCRIPT, TOOLS
+from tests.support.servers import RegistryProcess
+from tests.support.triage_agent import triage_service_command
 from tests.support.ui_pages import csrf, page
 
 
@@ -44,11 +44,8 @@ class AgentServer(RegistryProcess):
 @pytest.fixture(scope="module")
 def agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentServer]:
     directory = tmp_path_factory.mktemp("agents")
-    (directory / "browser_tools.py").write_text(TOOLS, encoding="utf-8")
-    (directory / "script.yml").write_text(SCRIPT, encoding="utf-8")
     port = free_port()
-    command = [CLI, "agents", "serve", "--example", "--model", "scripted:script.yml", "--tools", "browser_tools:TOOLS"]
-    command += ["--require-approval", "list_jobs", "--port", str(port), "--data-dir", "data"]
+    command = triage_service_command(directory, port)
     with AgentServer(command=command, port=port, cwd=directory) as process:
         yield process
 

@@ -4,6 +4,10 @@ asks for a pipeline's jobs and answers from what the tools return."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from tests.support.servers import CLI
+
 TOOLS = """\
 def list_jobs(pipeline_id):
     return f"jobs of pipeline {pipeline_id}: lint failed, test passed"
@@ -30,3 +34,13 @@ SCRIPT = """\
   content: "Thought: which job failed?\\nAction: list_jobs\\nAction Input: {\\"pipeline_id\\": 7}"
   repeat: true
 """
+
+
+def triage_service_command(directory: Path, port: int) -> list[str]:
+    """Write the tools and the script into ``directory`` and give the
+    ``agents serve`` command that runs the triage agent from there, with
+    ``list_jobs`` waiting for approval."""
+    (directory / "browser_tools.py").write_text(TOOLS, encoding="utf-8")
+    (directory / "script.yml").write_text(SCRIPT, encoding="utf-8")
+    command = [CLI, "agents", "serve", "--example", "--model", "scripted:script.yml", "--tools", "browser_tools:TOOLS"]
+    return [*command, "--require-approval", "list_jobs", "--port", str(port), "--data-dir", "data"]
