@@ -17,6 +17,9 @@ what it may import; data flows down this list, never up):
 - ``serving``: the service, the HTTP API, the web UI and the WSGI server;
 - ``authoring``: lint, examples, diff, scaffolding;
 - ``client``: the gateway's client, which imports no server dependency;
+- ``providers``: the model interface and its adapters over the providers'
+  official SDKs (OpenAI, Anthropic, OpenAI-compatible servers), the models
+  file and its routes;
 - ``executor``: runs agents and patterns of a pinned release against
   models and tools (``prompt-registry run``), fetching them through the client;
 - ``protocol``: the Agent Protocol service over the executor

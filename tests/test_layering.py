@@ -57,6 +57,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.format.parsers",
         "registry.format.versions",
     ),
+    # The providers' adapters: the SDKs, and the YAML reader for the models file.
+    "registry.providers": (
+        "registry.errors",
+        "registry.models",
+        "registry.format.safeyaml",
+        "registry.client.retry_after",
+    ),
     # The executor fetches what it runs through the client, and shares with
     # it what a definition means; nothing of the server.
     "registry.executor": (
@@ -65,6 +72,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.rendering",
         "registry.format",
         "registry.client",
+        "registry.providers",
     ),
     "registry.protocol": (
         *SHARED,

@@ -30,10 +30,10 @@ from registry.settings import Settings
 if TYPE_CHECKING:
     from registry.cli.command import Commands
     from registry.client import RegistryClient
-    from registry.executor.chat import ChatModel
     from registry.executor.executor import Executor, RunResult
     from registry.executor.retrieval import Retriever
     from registry.executor.tools import ToolProvider
+    from registry.providers.chat import ChatModel
 
 SCRIPTED = "scripted:"
 

@@ -1,5 +1,5 @@
 """The reference executor: runs any agent and any pattern of a pinned
-release against an OpenAI-compatible chat model.
+release against the models its definitions name (``registry.providers``).
 
     from registry.client import RegistryClient
     from registry.executor import Executor, OpenAIChatModel
@@ -9,9 +9,9 @@ release against an OpenAI-compatible chat model.
         result = executor.run("support/gated_answer", {"question": "How do I get a refund?"})
     print(result.outcome, result.output)
 
-Modules, one concern each: ``chat`` (the model interface), ``openai_chat``
-and ``scripted`` (its two implementations), ``tools`` (binding and calling
-tools), ``mcp_tools`` (tools from MCP servers), ``retrieval`` (retrievers
+Modules, one concern each: ``scripted`` (a model answering from a script;
+the model interface and the providers' adapters are ``registry.providers``),
+``tools`` (binding and calling tools), ``mcp_tools`` (tools from MCP servers), ``retrieval`` (retrievers
 and the embedded SQLite FTS5 index), ``runtime`` (what a run shares:
 context, budget, outcomes), ``leaves`` (the loop per agent type),
 ``patterns`` (composites), ``trace`` and ``otel`` (what a run did),
@@ -21,20 +21,20 @@ context, budget, outcomes), ``leaves`` (the loop per agent type),
 May import: ``registry.client`` (agents are fetched through it and nothing
 else), ``registry.format`` (definitions, inputs schemas, composites,
 output parsers), ``registry.rendering``, ``registry.errors`` and
-``registry.models``; never the server (``serving``, ``store``, ``authoring``)
-nor its dependencies: a gateway runs agents with the client's dependencies,
-``openai`` and, for MCP tools, ``mcp``.
+``registry.models``, and ``registry.providers`` (the models it calls);
+never the server (``serving``, ``store``, ``authoring``) nor its
+dependencies: a gateway runs agents with the client's dependencies, the
+providers' SDKs and, for MCP tools, ``mcp``.
 """
 
-from registry.executor.chat import ChatModel, ChatReply, ChatRequest, ToolCallRequest, Usage
 from registry.executor.executor import Executor, RunResult
-from registry.executor.openai_chat import OpenAIChatModel
 from registry.executor.retrieval import Passage, Retriever, SqliteFtsRetriever, build_index
 from registry.executor.runtime import BLOCKED, COMPLETED, EXHAUSTED, FAILED, OUTCOMES
 from registry.executor.scripted import ScriptedModel
 from registry.executor.sources import AgentSource, AsyncAgentSource
 from registry.executor.tools import PythonTools, ToolBox, ToolProvider, ToolResult, UnboundTools
 from registry.executor.trace import Span, Trace
+from registry.providers import ChatModel, ChatReply, ChatRequest, OpenAIChatModel, ToolCallRequest, Usage
 
 __all__ = [
     "BLOCKED",

@@ -29,7 +29,6 @@ from typing import Any
 
 from registry.client import Agent
 from registry.errors import ConfigurationError, InvalidDefinition, InvalidRequest
-from registry.executor.chat import ChatModel, Usage
 from registry.executor.journal import Journal, PendingAction, StepControl
 from registry.executor.otel import emit
 from registry.executor.patterns import run_agent
@@ -51,6 +50,7 @@ from registry.executor.sources import AgentSource, AsyncAgentSource, fetch
 from registry.executor.tools import DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_TOOL_TIMEOUT, ToolBox, ToolProvider
 from registry.executor.trace import Span, Trace
 from registry.models import Resolution
+from registry.providers.chat import ChatModel, Usage
 
 _UNLIMITED_CALLS = 10**9
 _RELEASE_KEY = "/release"
@@ -456,6 +456,9 @@ class Executor:
                 bound = ", ".join(sorted(ctx.retrievers)) or "none"
                 raise Failed(f"{name} retrieves from {spec.retriever!r}, which no --retriever binds (bound: {bound})")
             ctx.names.resolve(spec.model_name, name)
+            problem = ctx.model.binding_problem(spec.model.provider if spec.model is not None else None)
+            if problem is not None:
+                raise Failed(f"{name}: {problem}")
         try:
             ctx.tools.check_bound(declared)
         except ConfigurationError as exc:

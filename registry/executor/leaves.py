@@ -29,7 +29,6 @@ from typing import Any
 
 from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
-from registry.executor.chat import ChatReply, ChatRequest
 from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
 from registry.executor.tools import ToolResult
@@ -38,11 +37,11 @@ from registry.format.composite import DEFAULT_TOOL_ROUNDS
 from registry.format.parsers import FinalAnswer, ParseError, ToolCall
 from registry.format.spec import ToolSpec
 from registry.models import shorten
+from registry.providers.chat import ChatReply, ChatRequest
 
 DEFAULT_TOP_K = 4
 RETRIEVE_TOOL = "retrieve"
 _PASSAGES = "passages"
-_SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "stop")
 
 
 async def run_leaf(
@@ -127,6 +126,8 @@ class _Loop:
             messages=tuple(dict(m) for m in messages),
             tools=tuple(tools),
             params=self._params(),
+            provider=self.spec.model.provider if self.spec.model is not None else None,
+            tool_choice=(self.spec.tool_choice or "auto") if tools else None,
             timeout=self._timeout(),
             agent=self.name,
         )
@@ -189,8 +190,8 @@ class _Loop:
         return reply
 
     def _params(self) -> dict[str, Any]:
-        model_params = self.spec.model.params if self.spec.model is not None else {}
-        params = {key: model_params[key] for key in _SAMPLING if key in model_params}
+        """Every key of ``model.params``: the adapter maps each to its provider's vocabulary."""
+        params = dict(self.spec.model.params) if self.spec.model is not None else {}
         stop = self.spec.params.stop
         if stop:
             params["stop"] = stop

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from registry.client import Agent
 from registry.errors import RenderError
-from registry.executor.chat import ChatModel, Usage
 from registry.executor.journal import Journal, StepControl
 from registry.executor.tools import ToolBox
 from registry.models import Resolution
+from registry.providers.chat import ChatModel, Usage
 from registry.rendering import CompiledValue, RenderLimits, TemplateCompileError, TemplateEnvironment
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ import asyncio
 import json
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from pathlib import Path
@@ -39,10 +39,17 @@ from typing import Any
 import re2
 
 from registry.errors import ConfigurationError, ModelError, summarize
-from registry.executor.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
 from registry.executor.retrieval import Passage
 from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
+from registry.providers.chat import (
+    ChatReply,
+    ChatRequest,
+    StreamItem,
+    ToolCallRequest,
+    Usage,
+    stream_by_completing,
+)
 
 _REPLY_KEYS = ("content", "tool_calls", "error", "agent", "when", "repeat", "times", "usage", "delay")
 _CALL_KEYS = ("name", "arguments")
@@ -164,6 +171,14 @@ class ScriptedModel:
             model=request.model,
             finish_reason="tool_calls" if calls else "stop",
         )
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
+        """The reply ``complete`` gives, as one delta and the reply."""
+        return stream_by_completing(self, request)
+
+    def binding_problem(self, provider: str | None) -> str | None:
+        """None: a script answers every definition, whatever provider it names."""
+        return None
 
     async def aclose(self) -> None:
         """Nothing to release."""

@@ -79,6 +79,8 @@ class ParserSpec:
     strip_code_fences: bool = False
     allow_missing_keys: bool = False
     output_schema: Mapping[str, Any] | None = None
+    repair_attempts: int = 1
+    """``json``: more rounds for a reply that does not parse, each sending the error back."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class AgentSpec:
     model: ModelSpec | None
     params: CallParams
     tools: tuple[ToolSpec, ...]
+    tool_choice: str | None
+    """``tool_choice`` as written: ``auto``, ``required``, ``none`` or a tool's name."""
     output_parser: ParserSpec | None
     """None when the definition declares none (its replies are read as ``text``)."""
     rag: RagSpec | None
@@ -129,6 +133,7 @@ class AgentSpec:
             model=_model(definition.get("model")),
             params=_params(definition.get("params")),
             tools=tuple(_tool(tool) for tool in definition.get("tools") or ()),
+            tool_choice=definition.get("tool_choice"),
             output_parser=_parser(definition.get("output_parser")),
             rag=_rag(definition.get("rag")),
             max_iterations=definition.get("max_iterations"),
@@ -206,6 +211,7 @@ def _parser(parser: Mapping[str, Any] | None) -> ParserSpec | None:
         strip_code_fences=bool(parser.get("strip_code_fences", False)),
         allow_missing_keys=bool(parser.get("allow_missing_keys", False)),
         output_schema=parser.get("output_schema"),
+        repair_attempts=int(parser.get("repair_attempts", 1)),
     )
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from registry.errors import ConfigurationError, ModelError
-from registry.executor.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
 from registry.executor.scripted import ScriptedModel
+from registry.providers.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
 
 
 def _request(text: Any = "hello", *, agent: str | None = None, timeout: float | None = None) -> ChatRequest:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from registry.errors import ModelError
-from registry.executor.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
-from registry.executor.openai_chat import OpenAIChatModel
+from registry.providers.chat import ChatReply, ChatRequest, ToolCallRequest, Usage
+from registry.providers.openai_chat import OpenAIChatModel
 from tests.support.header_server import Answer, HeaderServer, completion_body
 from tests.support.openai_server import ScriptedModelServer
 from tests.support.redis_server import free_port

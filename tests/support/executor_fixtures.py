@@ -15,9 +15,9 @@ import yaml
 
 from registry.client import RegistryClient
 from registry.executor import Executor, PythonTools, ScriptedModel, SqliteFtsRetriever, build_index
-from registry.executor.chat import ChatModel
 from registry.executor.executor import RunResult
 from registry.executor.tools import ToolProvider
+from registry.providers.chat import ChatModel
 from registry.serving.app import create_app
 from registry.settings import BUNDLED_LIBRARY, Settings
 from registry.store.example import build_example_repository

@@ -23,18 +23,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
-from collections.abc import AsyncIterator, Mapping
-from http import HTTPStatus
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
-from registry.client.retry_after import parse_retry_after
 from registry.errors import ConfigurationError, ModelError
-from registry.executor.chat import MAX_REPLY_BYTES, ChatReply, ChatRequest, ToolCallRequest, Usage
+from registry.providers.chat import (
+    MAX_REPLY_BYTES,
+    ChatReply,
+    ChatRequest,
+    StreamItem,
+    ToolCallRequest,
+    Usage,
+    stream_by_completing,
+)
+from registry.providers.transport import CappedTransport, RetryPolicy, first_line, status_error
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-set"
@@ -43,7 +49,6 @@ SDK refuses to start without one (or reads ``OPENAI_API_KEY`` itself)."""
 _NATIVE_PARAMS = ("temperature", "top_p", "max_tokens", "stop")
 """Sampling parameters of the Chat Completions API; the others (``top_k``,
 which vLLM and llama.cpp accept) go in the body as extra fields."""
-_MESSAGE_CHARS = 200
 
 
 class OpenAIChatModel:
@@ -61,15 +66,11 @@ class OpenAIChatModel:
         default_timeout: float = 60.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
-        if max_retries < 0 or backoff < 0 or max_backoff < 0:
-            raise ConfigurationError("model retries and backoff must be 0 or more")
         if default_timeout <= 0 or max_reply_bytes <= 0:
             raise ConfigurationError("the model timeout and reply size cap must be more than 0")
         self.base_url = base_url or DEFAULT_BASE_URL
         self.description = f"openai {self.base_url}"
-        self._max_retries = max_retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
+        self._retry = RetryPolicy(max_retries, backoff, max_backoff)
         self._default_timeout = default_timeout
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url,
@@ -78,7 +79,7 @@ class OpenAIChatModel:
             timeout=default_timeout,
             # The SDK's defaults (connection limits, redirects), over our transport.
             http_client=openai.DefaultAsyncHttpx2Client(
-                transport=_CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
+                transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
             ),
         )
 
@@ -91,20 +92,28 @@ class OpenAIChatModel:
             try:
                 body = await asyncio.wait_for(self._send(request, timeout), timeout)
             except openai.APIStatusError as exc:
-                if attempt < self._max_retries and _retryable(exc.status_code):
-                    await asyncio.sleep(self._delay(attempt, exc.response.headers))
+                if self._retry.retries(exc.status_code, attempt):
+                    await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
                     attempt += 1
                     continue
-                raise _status_error(exc, retries=attempt) from exc
+                raise status_error(exc.status_code, exc.body, retries=attempt) from exc
             except (asyncio.TimeoutError, openai.APITimeoutError) as exc:
                 raise ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout") from exc
             except openai.APIConnectionError as exc:
                 cause = exc.__cause__ or exc
                 raise ModelError(
-                    f"the connection to the model endpoint {self.base_url} failed: {_first_line(cause)}",
+                    f"the connection to the model endpoint {self.base_url} failed: {first_line(cause)}",
                     reason="connection",
                 ) from exc
             return _reply(body)
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
+        """The reply as it comes; for now the whole reply as one delta."""
+        return stream_by_completing(self, request)
+
+    def binding_problem(self, provider: str | None) -> str | None:
+        """None: every definition's calls go to this one endpoint (``--model URL``)."""
+        return None
 
     async def aclose(self) -> None:
         """Close the SDK client and, with it, the HTTP client and its connections."""
@@ -129,119 +138,6 @@ class OpenAIChatModel:
         )
         return raw.http_response.content
 
-    def _delay(self, attempt: int, headers: httpx2.Headers) -> float:
-        """Seconds to wait before retry ``attempt + 1``."""
-        asked = parse_retry_after(headers.get("Retry-After"))
-        if asked is not None:
-            # Honoured, within reason: a server asking for an hour should not
-            # hold a run for an hour.
-            return min(asked, self._max_backoff * 4)
-        ceiling = min(self._max_backoff, self._backoff * 2.0**attempt)
-        # Jitter, so that clients failed by one outage do not all come back at once.
-        return ceiling * (0.5 + random.random() / 2)
-
-
-class _CappedTransport(httpx2.AsyncBaseTransport):
-    """An HTTP transport that refuses a response body longer than ``limit``
-    bytes without reading past it (beyond the chunk that crosses it).
-
-    It asks for uncompressed bodies and refuses compressed ones, so that
-    what it counts is what the client decodes and keeps.
-    """
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
-        self._inner = inner
-        self._limit = limit
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        request.headers["Accept-Encoding"] = "identity"
-        response = await self._inner.handle_async_request(request)
-        declared = response.headers.get("Content-Length", "")
-        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-        if declared.isdigit() and int(declared) > self._limit:
-            await response.aclose()
-            raise _too_large(self._limit)
-        if encoding != "identity":
-            await response.aclose()
-            raise _malformed(f"it is compressed ({encoding}) although an uncompressed reply was asked for")
-        return httpx2.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=_CappedStream(response.stream, self._limit),
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _CappedStream(httpx2.AsyncByteStream):
-    """A response body that fails once more than ``limit`` bytes came."""
-
-    def __init__(self, inner: httpx2.AsyncByteStream | httpx2.SyncByteStream, limit: int) -> None:
-        # An async transport's responses always stream asynchronously.
-        assert isinstance(inner, httpx2.AsyncByteStream)
-        self._inner = inner
-        self._limit = limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = 0
-        async for chunk in self._inner:
-            received += len(chunk)
-            if received > self._limit:
-                raise _too_large(self._limit)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _retryable(status: int) -> bool:
-    return status == 429 or status >= 500
-
-
-def _status_error(exc: openai.APIStatusError, *, retries: int) -> ModelError:
-    status = exc.status_code
-    try:
-        words = f"{status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        words = str(status)
-    after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
-    message = _error_message(exc.body)
-    detail = f"the model endpoint answered {words}{after}" + (f": {message}" if message else "")
-    return ModelError(detail, reason="status", http_status=status)
-
-
-def _error_message(body: object) -> str:
-    """The message of an error body, the first 200 characters on one line:
-    ``{"error": {"message": ...}}`` (OpenAI, vLLM), ``{"error": "..."}``,
-    ``{"message": ...}``, ``{"detail": ...}`` (FastAPI), or the text itself."""
-    found: object = body
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping):
-            found = error.get("message") or error.get("detail") or json.dumps(body)
-        else:
-            found = error
-    text = " ".join(str(found or "").split())
-    return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS] + "..."
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _too_large(limit: int) -> ModelError:
-    return ModelError(f"the model's reply is over {_size(limit)}; the rest was not read", reason="too-large")
-
-
-def _size(count: int) -> str:
-    for unit, name in ((1024 * 1024, "MiB"), (1024, "KiB")):
-        if count >= unit and count % unit == 0:
-            return f"{count // unit} {name}"
-    return f"{count} bytes"
-
 
 def _malformed(why: str) -> ModelError:
     return ModelError(f"the model endpoint's reply is not a chat completion: {why}", reason="malformed")
@@ -252,7 +148,7 @@ def _reply(body: bytes) -> ChatReply:
     try:
         data = json.loads(body)
     except ValueError as exc:
-        raise _malformed(f"it is not JSON ({_first_line(exc)})") from exc
+        raise _malformed(f"it is not JSON ({first_line(exc)})") from exc
     if not isinstance(data, dict):
         raise _malformed(f"it is a JSON {type(data).__name__}, not an object")
     choices = data.get("choices")
