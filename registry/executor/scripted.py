@@ -15,6 +15,7 @@ A script is a YAML list of replies, or a mapping with a ``replies:`` list::
       repeat: true                                # used without limit; or `times: 3`
       usage: {input_tokens: 10, output_tokens: 3} # default: word counts of the request and the reply
       delay: 0.2                                  # seconds before replying
+      stream_delay: 0.05                          # seconds between streamed pieces (below)
 
 Each call takes the first reply, in order, that is not used up, whose
 ``agent`` (if any) is the call's and whose ``when`` (if any) matches the
@@ -22,6 +23,14 @@ last message; with none left, it fails with ``ModelError`` (reason
 ``no-reply``) saying what the call was, so that the author sees what the
 script lacks. A ``delay`` longer than the call's timeout times out, as a
 slow endpoint would.
+
+``stream`` answers with the same reply, its content in pieces (a word and
+the spaces after it, each), then the whole reply; ``stream_delay`` waits
+between pieces, so that a test can act mid-stream (``complete`` waits as
+long as the whole stream would). Once ``delay`` and the pieces' delays pass
+the call's timeout, the stream ends there with ``ModelError`` (reason
+``timeout``). ``stream_counts()`` tells how many streams were opened, ended and closed
+by their reader before the reply.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,12 +56,12 @@ from registry.providers.chat import (
     ChatReply,
     ChatRequest,
     StreamItem,
+    TextDelta,
     ToolCallRequest,
     Usage,
-    stream_by_completing,
 )
 
-_REPLY_KEYS = ("content", "tool_calls", "error", "agent", "when", "repeat", "times", "usage", "delay")
+_REPLY_KEYS = ("content", "tool_calls", "error", "agent", "when", "repeat", "times", "usage", "delay", "stream_delay")
 _CALL_KEYS = ("name", "arguments")
 _ERROR_KEYS = ("status", "message")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
@@ -78,11 +88,25 @@ class ScriptedReply:
     """How many calls it answers; None: without limit."""
     usage: Usage | None = None
     delay: float = 0.0
+    stream_delay: float = 0.0
+    """Seconds between the pieces of a streamed reply."""
     pattern: Any = field(default=None, repr=False, compare=False)
     """``when``, compiled by RE2."""
 
     def __str__(self) -> str:
         return self.where
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    """What the streams of a scripted model did."""
+
+    opened: int
+    """Streams that began (a reply was chosen)."""
+    ended: int
+    """Streams over, whichever way: the reply given, an error, or closed."""
+    closed_early: int
+    """Streams their reader closed (``aclose``, or its task cancelled) before the reply."""
 
 
 class ScriptedModel:
@@ -95,6 +119,7 @@ class ScriptedModel:
         self._left = [reply.uses for reply in self._replies]
         self._used = [0] * len(self._replies)
         self._calls = 0
+        self._opened = self._ended = self._closed_early = 0
         # Choosing a reply and numbering its tool calls happen together, with
         # no await in between; the lock also covers callers on other threads.
         self._lock = threading.Lock()
@@ -136,45 +161,38 @@ class ScriptedModel:
         """The first usable reply for ``request``. Raises ``ModelError``:
         reason ``no-reply`` when none is left, ``status`` for a scripted error,
         ``timeout`` when the reply's delay is longer than the request's timeout."""
-        text = _last_text(request)
-        with self._lock:
-            index = self._choose(request.agent, text)
-            if index is None:
-                who = request.agent or "a call"
-                raise ModelError(
-                    f"{self.description} has no reply left for {who}, whose last message begins {shorten(text, 60)!r}",
-                    reason="no-reply",
-                )
-            reply = self._replies[index]
-            first_call = self._calls + 1
-            self._calls += len(reply.tool_calls)
-        if request.timeout is not None and reply.delay > request.timeout:
-            await asyncio.sleep(request.timeout)
-            raise ModelError(f"the scripted model did not answer within {request.timeout:g} s", reason="timeout")
-        if reply.delay:
-            await asyncio.sleep(reply.delay)
-        if reply.error is not None:
-            status, message = reply.error
-            raise ModelError(
-                f"the scripted model answered {status} {HTTPStatus(status).phrase}: {message}",
-                reason="status",
-                http_status=status,
-            )
-        calls = tuple(
-            ToolCallRequest(id=f"call_{number}", name=name, arguments=arguments)
-            for number, (name, arguments) in enumerate(reply.tool_calls, start=first_call)
-        )
-        return ChatReply(
-            content=reply.content,
-            tool_calls=calls,
-            usage=_word_counts(request, reply) if reply.usage is None else reply.usage,
-            model=request.model,
-            finish_reason="tool_calls" if calls else "stop",
-        )
+        reply, first_call = self._take(request)
+        # As long as the stream of the same reply takes: the pieces come no faster whole.
+        gaps = max(0, len(_pieces(reply.content)) - 1)
+        await _wait(request, reply.delay + reply.stream_delay * gaps, 0.0)
+        return _answer(request, reply, first_call)
 
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
-        """The reply ``complete`` gives, as one delta and the reply."""
-        return stream_by_completing(self, request)
+        """The reply ``complete`` gives, its content in pieces, then the whole reply."""
+        return self._stream(request)
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
+        reply, first_call = self._take(request)
+        self._opened += 1
+        answered = False
+        try:
+            spent = await _wait(request, reply.delay, 0.0)
+            whole = _answer(request, reply, first_call)
+            for index, piece in enumerate(_pieces(reply.content)):
+                if index:
+                    spent = await _wait(request, reply.stream_delay, spent)
+                yield TextDelta(piece)
+            answered = True
+            yield whole
+        except (GeneratorExit, asyncio.CancelledError):
+            if not answered:
+                self._closed_early += 1
+            raise
+        finally:
+            self._ended += 1
+
+    def stream_counts(self) -> StreamCounts:
+        return StreamCounts(self._opened, self._ended, self._closed_early)
 
     def binding_problem(self, provider: str | None) -> str | None:
         """None: a script answers every definition, whatever provider it names."""
@@ -187,6 +205,22 @@ class ScriptedModel:
         """The replies no call has used, in order."""
         with self._lock:
             return [reply for reply, used in zip(self._replies, self._used, strict=True) if not used]
+
+    def _take(self, request: ChatRequest) -> tuple[ScriptedReply, int]:
+        """The reply for ``request``, used up by one, and the number its first tool call gets."""
+        text = _last_text(request)
+        with self._lock:
+            index = self._choose(request.agent, text)
+            if index is None:
+                who = request.agent or "a call"
+                raise ModelError(
+                    f"{self.description} has no reply left for {who}, whose last message begins {shorten(text, 60)!r}",
+                    reason="no-reply",
+                )
+            reply = self._replies[index]
+            first_call = self._calls + 1
+            self._calls += len(reply.tool_calls)
+        return reply, first_call
 
     def _choose(self, agent: str | None, text: str) -> int | None:
         for index, reply in enumerate(self._replies):
@@ -265,11 +299,13 @@ class _Loader:
         repeat = self._typed(value, path, "repeat", bool, "true or false", False)
         times = self._typed(value, path, "times", int, "an integer", 1)
         delay = self._typed(value, path, "delay", (int, float), "a number of seconds", 0)
+        stream_delay = self._typed(value, path, "stream_delay", (int, float), "a number of seconds", 0)
         pattern = self._pattern(when, path + ("when",))
         if times < 1:
             self.problem(f"times must be 1 or more, not {times}", path + ("times",))
-        if delay < 0 or not math.isfinite(delay):
-            self.problem(f"delay must be 0 seconds or more, not {delay}", path + ("delay",))
+        for key, seconds in (("delay", delay), ("stream_delay", stream_delay)):
+            if seconds < 0 or not math.isfinite(seconds):
+                self.problem(f"{key} must be 0 seconds or more, not {seconds}", path + (key,))
         calls = self._tool_calls(value.get("tool_calls"), path + ("tool_calls",)) if "tool_calls" in value else ()
         error = self._error(value["error"], path + ("error",)) if "error" in value else None
         usage = self._usage(value["usage"], path + ("usage",)) if "usage" in value else None
@@ -285,6 +321,7 @@ class _Loader:
             uses=None if repeat else times,
             usage=usage,
             delay=float(delay),
+            stream_delay=float(stream_delay),
             pattern=pattern,
         )
 
@@ -398,6 +435,48 @@ def _text(content: Any) -> str:
 
 def _last_text(request: ChatRequest) -> str:
     return _text(request.messages[-1].get("content")) if request.messages else ""
+
+
+async def _wait(request: ChatRequest, delay: float, spent: float) -> float:
+    """Wait ``delay`` more seconds of a call that has taken ``spent``; past
+    the request's timeout, wait until it and time out, as an endpoint would."""
+    timeout = request.timeout
+    if timeout is not None and spent + delay > timeout:
+        await asyncio.sleep(max(0.0, timeout - spent))
+        raise ModelError(f"the scripted model did not answer within {timeout:g} s", reason="timeout")
+    if delay:
+        await asyncio.sleep(delay)
+    return spent + delay
+
+
+def _answer(request: ChatRequest, reply: ScriptedReply, first_call: int) -> ChatReply:
+    """The reply a scripted reply gives, or its scripted error (``ModelError``, reason ``status``)."""
+    if reply.error is not None:
+        status, message = reply.error
+        raise ModelError(
+            f"the scripted model answered {status} {HTTPStatus(status).phrase}: {message}",
+            reason="status",
+            http_status=status,
+        )
+    calls = tuple(
+        ToolCallRequest(id=f"call_{number}", name=name, arguments=arguments)
+        for number, (name, arguments) in enumerate(reply.tool_calls, start=first_call)
+    )
+    return ChatReply(
+        content=reply.content,
+        tool_calls=calls,
+        usage=_word_counts(request, reply) if reply.usage is None else reply.usage,
+        model=request.model,
+        finish_reason="tool_calls" if calls else "stop",
+    )
+
+
+_PIECE = re.compile(r"\S+\s*|\s+")
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` as a stream gives it: each word with the spaces after it (leading spaces alone)."""
+    return _PIECE.findall(text)
 
 
 def _word_counts(request: ChatRequest, reply: ScriptedReply) -> Usage:
