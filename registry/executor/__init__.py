@@ -15,8 +15,10 @@ the model interface and the providers' adapters are ``registry.providers``),
 and the embedded SQLite FTS5 index), ``runtime`` (what a run shares:
 context, budget, outcomes), ``leaves`` (the loop per agent type),
 ``patterns`` (composites), ``trace`` and ``otel`` (what a run did),
-``sources`` (the registry clients it fetches agents from, as protocols),
-``executor`` (the public entry and ``RunResult``). See docs/executor.md.
+``events`` and ``streaming`` (a streamed run's events, and how its answer's
+text is held until it is sure), ``sources`` (the registry clients it
+fetches agents from, as protocols), ``executor`` (the public entry and
+``RunResult``). See docs/executor.md.
 
 May import: ``registry.client`` (agents are fetched through it and nothing
 else), ``registry.format`` (definitions, inputs schemas, composites,

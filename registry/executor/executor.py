@@ -14,21 +14,25 @@ once, naming it. After that nothing escapes a run but its ``RunResult``.
 ``arun`` is the same on the caller's event loop; ``run`` keeps a loop of
 its own on a background thread (tool providers such as MCP sessions live on
 the loop that started them), so one executor serves either style, not both.
+``astream`` and ``stream`` make the same run and yield its events as they
+happen (``registry.executor.events``), its ``RunResult`` last.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from registry.client import Agent
 from registry.errors import ConfigurationError, InvalidDefinition, InvalidRequest
+from registry.executor.events import Event
 from registry.executor.journal import Journal, PendingAction, StepControl
 from registry.executor.otel import emit
 from registry.executor.patterns import run_agent
@@ -47,6 +51,7 @@ from registry.executor.runtime import (
 )
 from registry.executor.scripted import ScriptedModel
 from registry.executor.sources import AgentSource, AsyncAgentSource, fetch
+from registry.executor.streaming import EventChannel, ObservedSpan, next_event
 from registry.executor.tools import DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_TOOL_TIMEOUT, ToolBox, ToolProvider
 from registry.executor.trace import Span, Trace
 from registry.models import Resolution
@@ -219,6 +224,33 @@ class Executor:
         await self._start()
         return await self._run(fetched, dict(inputs or {}), history)
 
+    async def astream(
+        self,
+        agent: str | Agent,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        release: str | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> AsyncGenerator[Event, None]:
+        """Run ``agent`` as ``arun`` does, yielding its events as they happen:
+        the answer's text as it streams, tool calls and results, parses,
+        gates, spans, and last an ``OutcomeEvent`` with the ``RunResult``
+        (what ``arun`` would have returned). Fetching the agent raises
+        before the first event, as ``arun`` raises.
+
+        Closing the iterator (``aclose``, or cancelling the task reading it)
+        ends the run there, closing the model's stream: nothing more is
+        yielded, not even an outcome.
+        """
+        fetched = agent if isinstance(agent, Agent) else await self._fetch(agent, release)
+        await self._start()
+        channel = EventChannel()
+        root = self._root(fetched, channel)
+        run = self._run(fetched, dict(inputs or {}), history, root=root, answer=channel)
+        async with contextlib.aclosing(channel.follow(run, root)) as events:
+            async for event in events:
+                yield event
+
     async def aclose(self) -> None:
         """Close tool providers and the model."""
         await self.toolbox.aclose()
@@ -257,11 +289,14 @@ class Executor:
         root: Span | None = None,
         journal: Journal | None = None,
         control: StepControl | None = None,
+        answer: EventChannel | None = None,
     ) -> RunResult:
         started = time.monotonic()
         name = reference(agent)
         root = root or self._root(agent)
         ctx = self._context(agent, journal, control)
+        if answer is not None:
+            ctx = dataclasses.replace(ctx, answer=answer)
         outcome, output, data, error = COMPLETED, None, None, None
         try:
             self._check_bindings(ctx)
@@ -354,19 +389,20 @@ class Executor:
                 self._warned.add(warning)
                 log.warning("%s", warning)
 
-    def _root(self, agent: Agent) -> Span:
-        return Span(
-            f"run {reference(agent)}",
-            "run",
-            {
-                "registry.agent": reference(agent),
-                "registry.release.tag": agent.tag,
-                "registry.release.commit": agent.commit,
-                "registry.release.requested": agent.release.requested,
-                "registry.agent.digest": agent.digest,
-                "registry.model": self.model.description,
-            },
-        )
+    def _root(self, agent: Agent, channel: EventChannel | None = None) -> Span:
+        """The run's span: one whose tree reports to ``channel`` when the run streams."""
+        name = reference(agent)
+        attributes = {
+            "registry.agent": name,
+            "registry.release.tag": agent.tag,
+            "registry.release.commit": agent.commit,
+            "registry.release.requested": agent.release.requested,
+            "registry.agent.digest": agent.digest,
+            "registry.model": self.model.description,
+        }
+        if channel is None:
+            return Span(f"run {name}", "run", attributes)
+        return ObservedSpan(f"run {name}", "run", attributes, channel=channel, agent=name)
 
     # --- step by step ----------------------------------------------------------------------
 
@@ -479,6 +515,25 @@ class Executor:
             self.arun(agent, inputs, release=release, history=history), self._own_loop()
         )
         return future.result()
+
+    def stream(
+        self,
+        agent: str | Agent,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        release: str | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> Iterator[Event]:
+        """``astream`` from synchronous code, on the executor's own loop.
+        Closing the iterator (``close``, or leaving a ``for`` loop over it
+        early) ends the run, as closing ``astream`` does, before it returns."""
+        loop = self._own_loop()
+        events = self.astream(agent, inputs, release=release, history=history)
+        try:
+            while (event := asyncio.run_coroutine_threadsafe(next_event(events), loop).result()) is not None:
+                yield event
+        finally:
+            asyncio.run_coroutine_threadsafe(events.aclose(), loop).result()
 
     def step(
         self,

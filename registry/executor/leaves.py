@@ -31,6 +31,7 @@ from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
+from registry.executor.streaming import stream_reply, write_text
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
@@ -76,6 +77,8 @@ async def run_leaf(
         else:
             output = loop.finish(await loop.chat(messages))
         span.set(**{"registry.output": output.text})
+        if not loop.streamed:  # streaming: a reply that could not stream as it came is the answer now, whole
+            write_text(ctx.answer, output.text, agent=name, span=span, path=ctx.path)
         return output
 
 
@@ -97,6 +100,8 @@ class _Loop:
         """How many messages earlier model calls have carried: each call's span keeps only the new ones."""
         self.round = 0
         """Model calls so far: with the context's path, the key of each event in a journal."""
+        self.streamed = False
+        """Whether a reply's text streamed as the answer while it came (``_live_chat``)."""
 
     # --- rendering -----------------------------------------------------------------------
 
@@ -175,7 +180,11 @@ class _Loop:
             await ctx.control.begin_model_call()
         text = None
         try:
-            reply = await ctx.model.complete(request)
+            if ctx.answer is not None and self._streams_as_answer(request):
+                self.streamed = True
+                reply = await stream_reply(ctx.model, request, ctx.answer, agent=self.name, span=span, path=ctx.path)
+            else:
+                reply = await ctx.model.complete(request)
             text = reply.content
         except ModelError as exc:
             span.set(**{"registry.error.reason": exc.reason})
@@ -188,6 +197,13 @@ class _Loop:
             if ctx.control is not None:
                 ctx.control.end_model_call(text)
         return reply
+
+    def _streams_as_answer(self, request: ChatRequest) -> bool:
+        """Whether the reply to ``request`` is this leaf's answer as it comes:
+        a reply offered no tools, of a leaf whose only reading of it is the
+        text. (A ReAct reply is read when whole, a reply offered tools may
+        call one after its text, a ``json`` reply may be replaced by a repair.)"""
+        return not request.tools and self.spec.kind in ("vanilla", "rag") and self.spec.parser_type != "json"
 
     def _params(self) -> dict[str, Any]:
         """Every key of ``model.params``: the adapter maps each to its provider's vocabulary."""

@@ -20,6 +20,10 @@ checked by the called agent against its own ``inputs``. A composite's
   warnings name them.
 - ``evaluator_optimizer``: generator then evaluator, until a candidate passes
   or ``max_iterations`` rounds.
+
+In a streamed run, each pattern passes where the answer's text goes to the
+call whose output is its answer, held back until the pattern has decided
+(``registry.executor.streaming``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -44,6 +49,7 @@ from registry.executor.runtime import (
     RunContext,
     reference,
 )
+from registry.executor.streaming import AnswerText, Held, write_text
 from registry.executor.trace import Span
 from registry.models import shorten
 
@@ -126,19 +132,34 @@ class _Composite:
             for name, source in templates.items()
         }
 
-    async def _call(self, spec: Mapping[str, Any], variables: Mapping[str, Any], label: str, span: Span) -> AgentOutput:
+    async def _call(
+        self,
+        spec: Mapping[str, Any],
+        variables: Mapping[str, Any],
+        label: str,
+        span: Span,
+        *,
+        answer: AnswerText | None = None,
+    ) -> AgentOutput:
+        """Run the agent ``spec`` names; ``answer``: where its text goes, when its output may be the answer."""
         callee = self.ctx.agent(str(spec["agent"]))
-        return await run_agent(callee, self._inputs(spec, variables, label), self.ctx.at(label), span)
+        ctx = self.ctx.at(label)
+        if ctx.answer is not answer:
+            ctx = replace(ctx, answer=answer)
+        return await run_agent(callee, self._inputs(spec, variables, label), ctx, span)
 
     # --- chain ---------------------------------------------------------------------------
 
     async def _chain(self, inputs: dict[str, Any], span: Span) -> AgentOutput:
         steps: dict[str, dict[str, Any]] = {}
         result = AgentOutput("")
-        for step in self.pattern["steps"]:
+        answer_step, answer = self._chain_answer()
+        for index, step in enumerate(self.pattern["steps"]):
             step_id = str(step["id"])
             label = f"step {step_id!r}"
-            output = await self._call(step, {"inputs": inputs, "steps": steps}, label, span)
+            output = await self._call(
+                step, {"inputs": inputs, "steps": steps}, label, span, answer=answer if index == answer_step else None
+            )
             steps[step_id] = {"output": output.text, "data": output.data}
             gate = step.get("gate")
             if gate is None:
@@ -160,7 +181,20 @@ class _Composite:
                 )
                 why = f": {shorten(reason, 200)}" if reason.strip() else " (it gave no reason)"
                 raise Blocked(f"the gate of {label} ({step['agent']}) blocked the reply{why}", output=str(text))
+        if isinstance(answer, Held):
+            answer.release()
         return result
+
+    def _chain_answer(self) -> tuple[int | None, AnswerText | None]:
+        """Which step's output is the chain's answer (the last that is not a
+        gate), and where its text goes: held until the gates after it allow it."""
+        if self.ctx.answer is None:
+            return None, None
+        steps = self.pattern["steps"]
+        last = max((index for index, step in enumerate(steps) if step.get("gate") is None), default=None)
+        if last is None or last == len(steps) - 1:
+            return last, self.ctx.answer
+        return last, Held(self.ctx.answer)
 
     # --- route ---------------------------------------------------------------------------
 
@@ -180,7 +214,7 @@ class _Composite:
         with span.open("route", "route", **{"registry.decision": f"{shorten(label)} → {chosen}"}):
             if spec is None:
                 raise Failed(f"the classifier answered {shorten(label)!r}, which has no route, and there is no default")
-        return await self._call(spec, variables, chosen, span)
+        return await self._call(spec, variables, chosen, span, answer=self.ctx.answer)
 
     # --- parallel ------------------------------------------------------------------------
 
@@ -200,7 +234,10 @@ class _Composite:
             [partial(self._call, spec, variables, label, span) for spec, variables, label in runs], limit
         )
         self._check_valid([label for _, _, label in runs], outputs, span)
-        return await self._aggregate(inputs, outputs, span)
+        output = await self._aggregate(inputs, outputs, span)
+        if "agent" not in (self.pattern.get("aggregate") or {}):  # an aggregating agent streamed its own text
+            write_text(self.ctx.answer, output.text, agent=self.name, span=span, path=self.ctx.path)
+        return output
 
     def _check_valid(self, labels: list[str], outputs: list[AgentOutput], span: Span) -> None:
         """Fail when no branch's reply passed its parser; record the branches whose reply did not."""
@@ -237,7 +274,11 @@ class _Composite:
         aggregate = self.pattern.get("aggregate") or {"strategy": "concat"}
         if "agent" in aggregate:
             return await self._call(
-                aggregate, {"inputs": inputs, "results": [o.text for o in outputs]}, "the aggregate", span
+                aggregate,
+                {"inputs": inputs, "results": [o.text for o in outputs]},
+                "the aggregate",
+                span,
+                answer=self.ctx.answer,
             )
         strategy = str(aggregate["strategy"])
         field = aggregate.get("field")
@@ -264,9 +305,16 @@ class _Composite:
         rounds = int(self.pattern["max_iterations"])
         previous: dict[str, Any] | None = None
         candidate = AgentOutput("")
+        held: Held | None = None
         for number in range(1, rounds + 1):
+            # A candidate's text is the answer only once the evaluator passes it.
+            held = Held(self.ctx.answer) if self.ctx.answer is not None else None
             candidate = await self._call(
-                generator, {"inputs": inputs, "previous": previous}, f"the generator (round {number})", span
+                generator,
+                {"inputs": inputs, "previous": previous},
+                f"the generator (round {number})",
+                span,
+                answer=held,
             )
             verdict_output = await self._call(
                 evaluator, {"inputs": inputs, "candidate": candidate.text}, f"the evaluator (round {number})", span
@@ -280,11 +328,15 @@ class _Composite:
             ) as judged:
                 judged.set(**{"registry.evaluate.feedback": feedback, "registry.evaluate.round": number})
             if passed:
+                if held is not None:
+                    held.release()
                 return candidate
             previous = {"output": candidate.text, "feedback": feedback}
         if self.pattern.get("on_exhausted", "return_last") == "fail":
             raise Exhausted(f"{self.name}: no candidate passed the evaluator in {rounds} rounds (on_exhausted: fail)")
         span.set(**{"registry.evaluate.exhausted": True})
+        if held is not None:
+            held.release()
         return candidate
 
 

@@ -24,6 +24,7 @@ from registry.rendering import CompiledValue, RenderLimits, TemplateCompileError
 
 if TYPE_CHECKING:
     from registry.executor.retrieval import Retriever
+    from registry.executor.streaming import AnswerText
 
 COMPLETED = "completed"
 BLOCKED = "blocked"
@@ -180,6 +181,9 @@ class RunContext:
     control: StepControl | None = None
     approvals: frozenset[str] = frozenset()
     """Tools that wait for a decision before they run (step by step runs)."""
+    answer: AnswerText | None = None
+    """Where the text of this part of a streamed run goes, when it may be the
+    run's answer (``registry.executor.streaming``); None: it streams none."""
 
     def at(self, segment: str) -> RunContext:
         """The context of a call made at ``segment`` below this one."""
