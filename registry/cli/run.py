@@ -7,6 +7,8 @@ process to the same client (``--repo``, ``--example``, the checkout holding
 the current directory). Exit codes: 0 ``completed``; 1 ``blocked``,
 ``exhausted``, ``failed``, or an agent or release that does not exist; 2
 bad usage or configuration (main's mapping of ``ConfigurationError``).
+``--stream`` prints the answer as it arrives, then the trace and outcome;
+with ``--format jsonl``, every event of the run, one JSON object a line.
 """
 
 from __future__ import annotations
@@ -61,7 +63,14 @@ def register(commands: Commands) -> None:
         "--history", metavar="FILE", help="prior turns of the conversation: a JSON list of {role, content}"
     )
     add_run_options(run)
-    run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the answer as it arrives, then the trace and outcome; with --format jsonl, every event",
+    )
+    run.add_argument(
+        "--format", choices=("text", "json", "jsonl"), default="text", help="jsonl: one event a line (with --stream)"
+    )
     run.add_argument("--trace-file", metavar="FILE", help="also write the run's trace there, as JSON")
     run.set_defaults(handler=_run)
 
@@ -185,6 +194,7 @@ def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Call
     for name, value in (("--timeout", args.timeout), ("--tool-timeout", args.tool_timeout)):
         if value is not None and not 0 < value <= 86400:
             raise ConfigurationError(f"{name} must be more than 0 and at most 86400 seconds")
+    _check_stream_format(args)
     inputs = dict(parse_inputs(args.input, args.inputs_file))
     history = _history(args.history) if args.history else []
     client = stack.enter_context(registry_client(args, local_settings))
@@ -204,14 +214,27 @@ def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Call
         # service (agents serve) runs many agents and does not judge so.
         warn_unused_model_map=True,
     )
-    result = asyncio.run(_run_once(executor, args.agent, inputs, args.release, history))
+    printed = False
+    if args.stream:
+        streamed = _stream_once(executor, args.agent, inputs, args.release, history, jsonl=args.format == "jsonl")
+        result, printed = asyncio.run(streamed)
+    else:
+        result = asyncio.run(_run_once(executor, args.agent, inputs, args.release, history))
     if args.trace_file:
         _write(args.trace_file, json.dumps(result.as_dict()["trace"], ensure_ascii=False, indent=2) + "\n")
     if args.format == "json":
         sys.stdout.write(json.dumps(result.as_dict(), ensure_ascii=False, indent=2) + "\n")
-    else:
-        sys.stdout.write(_text(result))
+    elif args.format == "text":
+        # Streamed, the answer is printed already: the rest follows it.
+        sys.stdout.write(("\n\n" if printed else "") + _text(result, answer=not args.stream))
     return 0 if result.completed else 1
+
+
+def _check_stream_format(args: argparse.Namespace) -> None:
+    if args.stream and args.format == "json":
+        raise ConfigurationError("--stream prints the run as it happens: use --format text or jsonl, not json")
+    if args.format == "jsonl" and not args.stream:
+        raise ConfigurationError("--format jsonl prints the events of a streamed run: add --stream")
 
 
 async def _run_once(
@@ -219,6 +242,34 @@ async def _run_once(
 ) -> RunResult:
     async with executor:
         return await executor.arun(agent, inputs, release=release, history=history)
+
+
+async def _stream_once(
+    executor: Executor,
+    agent: str,
+    inputs: dict[str, Any],
+    release: str | None,
+    history: list[dict[str, Any]],
+    *,
+    jsonl: bool,
+) -> tuple[RunResult, bool]:
+    """Run ``agent``, printing each event (jsonl) or the answer's text as it
+    comes; the result, and whether any text was printed."""
+    from registry.executor.events import OutcomeEvent, TextEvent
+
+    result, printed = None, False
+    async with executor:
+        async for event in executor.astream(agent, inputs, release=release, history=history):
+            if jsonl:
+                sys.stdout.write(json.dumps(event.as_dict(), ensure_ascii=False) + "\n")
+            elif isinstance(event, TextEvent):
+                sys.stdout.write(event.text)
+                printed = True
+            sys.stdout.flush()
+            if isinstance(event, OutcomeEvent):
+                result = event.result
+    assert result is not None  # a stream's last event is its outcome
+    return result, printed
 
 
 def registry_client(args: argparse.Namespace, local_settings: Callable[[], Settings]) -> RegistryClient:
@@ -267,7 +318,7 @@ def _write(path: str, text: str) -> None:
         raise ConfigurationError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def _text(result: RunResult) -> str:
+def _text(result: RunResult, *, answer: bool = True) -> str:
     lines = [
         result.trace.as_text(),
         "",
@@ -276,7 +327,7 @@ def _text(result: RunResult) -> str:
     ]
     if result.error:
         lines.append(f"reason: {result.error}")
-    if result.output is not None:
+    if answer and result.output is not None:
         lines += ["", result.output]
     return "\n".join(lines) + "\n"
 
