@@ -51,7 +51,7 @@ from registry.executor.runtime import (
 )
 from registry.executor.scripted import ScriptedModel
 from registry.executor.sources import AgentSource, AsyncAgentSource, fetch
-from registry.executor.streaming import EventChannel, ObservedSpan, next_event
+from registry.executor.streaming import EventChannel, EventsOnLoop, ObservedSpan
 from registry.executor.tools import DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_TOOL_TIMEOUT, ToolBox, ToolProvider
 from registry.executor.trace import Span, Trace
 from registry.models import Resolution
@@ -527,13 +527,12 @@ class Executor:
         """``astream`` from synchronous code, on the executor's own loop.
         Closing the iterator (``close``, or leaving a ``for`` loop over it
         early) ends the run, as closing ``astream`` does, before it returns."""
-        loop = self._own_loop()
-        events = self.astream(agent, inputs, release=release, history=history)
+        events = EventsOnLoop(self.astream(agent, inputs, release=release, history=history), self._own_loop())
         try:
-            while (event := asyncio.run_coroutine_threadsafe(next_event(events), loop).result()) is not None:
+            while (event := events.next()) is not None:
                 yield event
         finally:
-            asyncio.run_coroutine_threadsafe(events.aclose(), loop).result()
+            events.close()
 
     def step(
         self,

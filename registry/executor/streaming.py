@@ -31,7 +31,7 @@ gives the on_block text and nothing else.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -164,7 +164,37 @@ class ObservedSpan(Span):
                 self.channel.put(event)
 
 
-async def next_event(events: AsyncIterator[Event]) -> Event | None:
-    """The next event of ``events``, None after the last: what a thread
-    reading a stream on another thread's loop asks that loop for."""
-    return await anext(events, None)
+class EventsOnLoop:
+    """A streamed run's events read from another thread, one at a time, on
+    the event loop the run is on (``Executor.stream``)."""
+
+    def __init__(self, events: AsyncGenerator[Event, None], loop: asyncio.AbstractEventLoop) -> None:
+        self._events = events
+        self._loop = loop
+        self._reading: asyncio.Task[Any] | None = None
+        """The read in progress on the loop, if one is."""
+
+    def next(self) -> Event | None:
+        """The next event; None after the last."""
+        return asyncio.run_coroutine_threadsafe(self._next(), self._loop).result()
+
+    def close(self) -> None:
+        """End the run, if it is not over, and wait until it has ended: also
+        while another thread waits for an event (interrupted by a signal)."""
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result()
+
+    async def _next(self) -> Event | None:
+        self._reading = asyncio.current_task()
+        try:
+            return await anext(self._events, None)
+        finally:
+            self._reading = None
+
+    async def _close(self) -> None:
+        # A generator cannot be closed while a read runs in it: the read is
+        # cancelled first, which ends the run as cancelling its reader does.
+        reading = self._reading
+        if reading is not None:
+            reading.cancel()
+            await asyncio.wait({reading})
+        await self._events.aclose()

@@ -5,7 +5,9 @@ a call's timeout mid-stream ends the call as a timeout does in ``run``."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -84,6 +86,30 @@ def test_leaving_a_sync_stream_early_ends_the_run_before_it_returns(library: Lib
         assert model.stream_counts() == StreamCounts(opened=1, ended=1, closed_early=1)
 
 
+class Interrupted(Exception):
+    """What a signal raises in the thread reading a stream, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def test_a_signal_while_a_sync_stream_waits_for_an_event_ends_the_run(library: LibraryRepo) -> None:
+    # The first piece comes after 5 s; the signal, after 0.3 s, finds the
+    # reader waiting for it, with a read in progress on the executor's loop.
+    model = ScriptedModel.from_replies([{"content": LONG, "delay": 5}], source="the test")
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with executor_for(library.path, model) as executor:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(Interrupted):
+                list(executor.stream("support/answer", {"question": "q"}))
+            assert model.stream_counts() == StreamCounts(opened=1, ended=1, closed_early=1)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _streamed(library: LibraryRepo, replies: list[Any], agent: str, **options: Any) -> list[Event]:
     with executor_for(library.path, replies, **options) as executor:
         return list(executor.stream(agent, {"question": "q"}))
@@ -104,7 +130,8 @@ def test_a_call_timeout_mid_stream_fails_the_run_as_run_does(library: LibraryRep
 
 
 def test_the_run_time_limit_mid_stream_exhausts_the_run(library: LibraryRepo) -> None:
-    events = _streamed(library, [{"content": LONG, "stream_delay": 0.1}], "support/answer", run_timeout=0.3)
+    # The run's 2 s start before its model call, so that the first pieces come within them.
+    events = _streamed(library, [{"content": LONG, "stream_delay": 0.1}], "support/answer", run_timeout=2)
     last = events[-1]
     assert isinstance(last, OutcomeEvent)
     assert last.result.outcome == EXHAUSTED and "time limit" in (last.result.error or "")
