@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.format.safeyaml import JsonPath
+from registry.format.spec import DEFAULT_REPAIR_ATTEMPTS
 from registry.models import shorten
 
 DEFAULT_MAX_LLM_CALLS = 100
@@ -129,6 +130,13 @@ def _rag_calls(definition: Mapping[str, Any]) -> int:
     return 1
 
 
+def _repair_calls(parser: Any) -> int:
+    """The repair rounds a ``json`` parser may add to a leaf's last reply."""
+    if not isinstance(parser, dict) or parser.get("type") != "json":
+        return 0
+    return _int(parser.get("repair_attempts"), DEFAULT_REPAIR_ATTEMPTS)
+
+
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
@@ -195,7 +203,7 @@ class AgentFacts:
     parser_type: str | None = None
     output_schema: Mapping[str, Any] | None = None
     own_calls: int = 1
-    """The model calls a leaf may make: 1, or its tool rounds."""
+    """The model calls a leaf may make: 1, or its tool rounds, and a ``json`` parser's repair rounds."""
     digest: str = ""
 
 
@@ -222,12 +230,13 @@ def leaf_facts(definition: Mapping[str, Any], variables: Iterable[str], digest: 
     parser_type = parser.get("type") if isinstance(parser, dict) else None
     schema = parser.get("output_schema") if isinstance(parser, dict) else None
     tool_using = definition.get("type") in ("react", "tool_calling")
+    answering = _int(definition.get("max_iterations"), DEFAULT_TOOL_ROUNDS) if tool_using else _rag_calls(definition)
     return AgentFacts(
         declared_inputs=declared,
         required_inputs=required,
         parser_type=parser_type if isinstance(parser_type, str) else None,
         output_schema=schema if isinstance(schema, dict) else None,
-        own_calls=_int(definition.get("max_iterations"), DEFAULT_TOOL_ROUNDS) if tool_using else _rag_calls(definition),
+        own_calls=answering + _repair_calls(parser),
         digest=digest,
     )
 

@@ -244,7 +244,8 @@ def _budget_problems(pattern: Pattern, calls: int) -> Iterator[Problem]:
             f"one run may make {counted} model calls in the worst case; the limit is {limit}{where}",
             ("pattern", "limits") if "limits" in pattern.raw else ("pattern",),
             "composite-budget",
-            "lower n, max_items, max_iterations or the nested patterns' sizes, or raise limits.max_llm_calls",
+            "lower n, max_items, max_iterations, output_parser.repair_attempts or the nested patterns' sizes,"
+            " or raise limits.max_llm_calls",
         )
 
 

@@ -326,7 +326,8 @@ def test_a_composite_is_served_and_a_broken_one_breaks_nothing_else(repo: Librar
         "support/draft_answer",
     ]
     assert graph["nodes"][0]["digest"] == answer.json["digest"] == answer.headers["ETag"].strip('"')
-    assert graph["max_llm_calls"] == 2
+    # The draft's one call, and the gate's reply with its one repair round.
+    assert graph["max_llm_calls"] == 3
     validate_against_openapi("/v1/agents/{usecase}/{name}", "get", answer)
     minimal = client.get("/v1/agents/chat/minimal?release=v1.0.0").json
     assert minimal is not None
@@ -362,7 +363,7 @@ def test_the_client_gets_a_composite_with_every_agent_it_can_run_in_one_request(
     with RegistryClient("http://registry", transport=Counting(app=app), release="v1.0.0") as client:
         gated = client.get("support", "gated")
         assert requests == ["/v1/agents/support/gated"]
-        assert gated.is_composite and gated.graph is not None and gated.graph["max_llm_calls"] == 2
+        assert gated.is_composite and gated.graph is not None and gated.graph["max_llm_calls"] == 3
         draft = gated.agents["support/draft_answer"]
         assert not draft.is_composite and draft.tag == gated.tag == "v1.0.0"
         assert draft.render({"question": "why?"}).messages[0].content == "why?"

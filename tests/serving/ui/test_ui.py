@@ -74,7 +74,8 @@ def test_a_playground_post_without_the_csrf_token_is_refused(ui: FlaskClient) ->
 def test_a_composite_page_draws_its_graph(ui: FlaskClient) -> None:
     text = page(ui, "/ui/agents/support/routed_answer?release=v1.1.0")
     assert "<svg" in text and 'href="/ui/agents/support/classify_request?release=v1.1.0"' in text
-    assert "Worst case: <strong>3</strong>" in text
+    # The classifier's reply and its repair round, then the largest route (the gated answer: 3).
+    assert "Worst case: <strong>5</strong>" in text
 
 
 def test_the_diff_page_classifies_the_release(ui: FlaskClient) -> None:
