@@ -28,7 +28,7 @@ def _definition(extra: str, *, kind: str = "tool_calling", tools: str = TOOLS) -
 
 def _compile(text: str) -> CompiledAgent:
     document = parse_yaml(text.encode())
-    return compile_definition(document.value, TemplateEnvironment({}.get), file=FILE, document=document)
+    return compile_definition(document.value, TemplateEnvironment(dict[str, str]().get), file=FILE, document=document)
 
 
 def _issues(text: str) -> list[Issue]:
