@@ -43,6 +43,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         # `prompt-registry test` runs examples with scripted replies through the executor.
         "registry.executor",
         "registry.client",
+        # lint warns about model.params a definition's provider does not take.
+        "registry.providers.params",
     ),
     # The server's own renderer, parsers and bundle format, and release
     # ranges matched as the server matches them; nothing that reads git,

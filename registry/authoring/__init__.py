@@ -8,5 +8,7 @@ findings and rule table are ``lintreport``'s, include cycles
 May import: format, rendering, store and the shared modules; the
 service (``registry.serving.service``) for reading releases, never the HTTP
 layer; the executor, and the client's ``Agent`` it runs, for examples that
-script a run (``replies:``). Nothing of the CLI.
+script a run (``replies:``); the providers' parameter tables
+(``registry.providers.params``), to warn about ``model.params`` a provider
+does not take. Nothing of the CLI.
 """

@@ -4,8 +4,11 @@ A definition outside ``<usecase>/<name>.yml`` or with a name the registry
 cannot serve; inputs no template reads, and includes computed at render
 time (so lint cannot follow them); tools a template names (``Action: x``)
 that the definition does not declare, ``x-`` keys on tools that look like a
-misspelt one the executor reads, and JSON examples of the reply format that
-a ``react_json`` agent's own parser would reject.
+misspelt one the executor reads, JSON examples of the reply format that
+a ``react_json`` agent's own parser would reject, and ``model.params`` keys
+that are misspelt or that the definition's provider does not take (lint
+knows a provider by its usual name, ``registry.providers.params.WELL_KNOWN``:
+a name only a models file binds gets no such warning).
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ from registry.format.definition import NAME_PATTERN, TOOL_EXTENSIONS
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
 from registry.format.parsers import OutputParser, ParseError
 from registry.models import close_matches, did_you_mean, shorten
+from registry.providers.params import NEUTRAL, TABLES, WELL_KNOWN, unsupported
+
+# A provider's own name for a neutral parameter (Anthropic's stop_sequences),
+# which a definition writes in the neutral vocabulary.
+_NATIVE_NAMES = {native: neutral for table in TABLES.values() for neutral, native in table.items() if native != neutral}
 
 
 def layout_finding(parts: list[str], file: str) -> Finding | None:
@@ -120,3 +128,27 @@ def _json_objects(text: str) -> Iterator[dict[str, Any]]:
         if isinstance(value, dict):
             yield value
         position = text.find("{", end)
+
+
+def param_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
+    """``model.params`` keys that look misspelt (``max_token``), that are a
+    provider's own name for a neutral one (``stop_sequences``), or that the
+    definition's provider does not take, so the executor never sends them."""
+    model = loaded.definition.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("params"), dict):
+        return
+    params, provider = model["params"], model.get("provider")
+    kind = WELL_KNOWN.get(provider) if isinstance(provider, str) else None
+    for key in params:
+        at = ("model", "params", key)
+        if key not in NEUTRAL:
+            neutral = _NATIVE_NAMES.get(key)
+            # A high cutoff: local servers' own options (typical_p, mirostat) are not misspellings.
+            hint = did_you_mean([neutral] if neutral else close_matches(key, NEUTRAL, cutoff=0.8))
+            if hint is not None:
+                message = f"model.params key {key!r} is not in the parameters' vocabulary"
+                yield finding("model-param", file, message, hint=hint, at=at)
+                continue
+        if kind is not None and unsupported(kind, {key: params[key]}):
+            message = f"provider {provider!r} ({kind}) does not take model.params key {key!r}: it is never sent"
+            yield finding("model-param", file, message, at=at)

@@ -82,7 +82,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "agent-type",
             "error",
-            "type, tools, output_parser, rag and max_iterations do not fit together",
+            "type, tools, tool_choice, output_parser, rag and max_iterations do not fit together",
             "see 'Agent types' in docs/definition-format.md",
         ),
         Rule(
@@ -156,6 +156,12 @@ RULES: dict[str, Rule] = {
             "warning",
             "an x- key on a tool that looks like a misspelt one the executor reads",
             "spell it as the hint says; other x- keys are served as written for your own tools",
+        ),
+        Rule(
+            "model-param",
+            "warning",
+            "a model.params key that looks misspelt, or that the definition's provider does not take",
+            "write it as the hint says, or remove it; see 'Parameters, per provider' in docs/executor.md",
         ),
         Rule("internal", "error", "the file could not be checked", "report this as a bug in prompt-registry"),
     )

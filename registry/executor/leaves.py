@@ -16,8 +16,11 @@
   (a list of ``{title, text}``); otherwise the model is offered a ``retrieve``
   tool for one round, then answers.
 
-The reply of a leaf with a ``json`` parser is parsed; one that does not parse
-fails the run only where its value is needed (a gate, a classifier...).
+The reply of a leaf with a ``json`` parser is parsed; the provider is asked
+for JSON (``registry.executor.structured``), and a reply that does not parse
+gets ``output_parser.repair_attempts`` more rounds with the parse error sent
+back. One that still does not parse fails the run only where its value is
+needed (a gate, a classifier...).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
 from registry.executor.streaming import stream_reply, write_text
+from registry.executor.structured import repair_attempts, repair_request, response_format
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
@@ -75,7 +79,7 @@ async def run_leaf(
         elif kind == "rag" and not _forced(agent):
             output = await loop.rag_with_tool(messages)
         else:
-            output = loop.finish(await loop.chat(messages))
+            output = await loop.answer(await loop.chat(messages), messages)
         span.set(**{"registry.output": output.text})
         if not loop.streamed:  # streaming: a reply that could not stream as it came is the answer now, whole
             write_text(ctx.answer, output.text, agent=name, span=span, path=ctx.path)
@@ -102,6 +106,8 @@ class _Loop:
         """Model calls so far: with the context's path, the key of each event in a journal."""
         self.streamed = False
         """Whether a reply's text streamed as the answer while it came (``_live_chat``)."""
+        self.called_tools = False
+        """Whether the model has called a tool yet: a forced ``tool_choice`` holds until it has."""
 
     # --- rendering -----------------------------------------------------------------------
 
@@ -121,7 +127,10 @@ class _Loop:
 
     # --- the model -----------------------------------------------------------------------
 
-    async def chat(self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] = ()) -> ChatReply:
+    async def chat(
+        self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] = (), *, tool_choice: str | None = None
+    ) -> ChatReply:
+        """One model call; ``tool_choice`` overrides the definition's for this round."""
         ctx = self.ctx
         ctx.check_time()
         ctx.budget.spend()
@@ -132,7 +141,8 @@ class _Loop:
             tools=tuple(tools),
             params=self._params(),
             provider=self.spec.model.provider if self.spec.model is not None else None,
-            tool_choice=(self.spec.tool_choice or "auto") if tools else None,
+            tool_choice=self._tool_choice(tools, tool_choice),
+            response_format=None if tools else response_format(self.spec, self.agent.name),
             timeout=self._timeout(),
             agent=self.name,
         )
@@ -150,6 +160,8 @@ class _Loop:
                 **{f"gen_ai.request.{k}": v for k, v in request.params.items()},
             },
         ) as span:
+            if request.response_format is not None:
+                span.set(**{"registry.response_format": request.response_format.as_dict()})
             self.round += 1
             key = f"{ctx.path}/chat:{self.round}"
             recorded = ctx.journal.get(key) if ctx.journal is not None else None
@@ -205,6 +217,16 @@ class _Loop:
         call one after its text, a ``json`` reply may be replaced by a repair.)"""
         return not request.tools and self.spec.kind in ("vanilla", "rag") and self.spec.parser_type != "json"
 
+    def _tool_choice(self, tools: Sequence[Mapping[str, Any]], override: str | None) -> str | None:
+        if not tools:
+            return None
+        choice = override or self.spec.tool_choice or "auto"
+        if override is None and self.called_tools and choice not in ("auto", "none"):
+            # Forced on every round, the model could never answer: once it has
+            # called a tool, as `required` or a tool's name asked, it decides.
+            return "auto"
+        return choice
+
     def _params(self) -> dict[str, Any]:
         """Every key of ``model.params``: the adapter maps each to its provider's vocabulary."""
         params = dict(self.spec.model.params) if self.spec.model is not None else {}
@@ -219,6 +241,48 @@ class _Loop:
         if left is None:
             return timeout
         return min(timeout, left) if timeout is not None else left
+
+    async def answer(
+        self, reply: ChatReply, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> AgentOutput:
+        """The output of ``reply``, which ends the loop; one its ``json`` parser
+        refuses gets the agent's repair rounds, each sending the parse error back."""
+        output = self.finish(reply)
+        attempts = repair_attempts(self.spec)
+        for attempt in range(1, attempts + 1):
+            if output.parse_error is None:
+                break
+            if not self.ctx.budget.has_room():
+                # A repair is a second chance, never a reason to exhaust the
+                # run: the release check's worst case does not count repair
+                # rounds (so that a valid composite stays valid), and a run
+                # whose budget is spent keeps the parse error as it stands.
+                self.span.set(**{"registry.repair.skipped": "the model-call budget is spent"})
+                break
+            outer = self.span
+            with outer.open(
+                f"repair {attempt}/{attempts}",
+                "repair",
+                **{
+                    "registry.repair.attempt": attempt,
+                    "registry.repair.attempts": attempts,
+                    "registry.repair.reason": output.parse_reason,
+                    "registry.repair.error": output.parse_error,
+                },
+            ) as span:
+                messages.append({"role": "assistant", "content": reply.content})
+                messages.append({"role": "user", "content": repair_request(output.parse_error)})
+                self.span = span  # the round's model call and parse belong to it
+                try:
+                    # A tool agent keeps its tools in the request (its history holds
+                    # their calls) but may not call them: this round fixes the reply.
+                    reply = await self.chat(messages, tools, tool_choice="none" if tools else None)
+                    output = self.finish(reply)
+                finally:
+                    self.span = outer
+                fixed = output.parse_error is None
+                span.set(**{"registry.decision": "parsed" if fixed else f"still {output.parse_reason}"})
+        return output
 
     def finish(self, reply: ChatReply) -> AgentOutput:
         """The output of a reply that ends the loop, parsed when the agent says how."""
@@ -341,13 +405,14 @@ class _Loop:
         for number in range(1, limit + 1):
             reply = await self.chat(messages, tools)
             if not reply.tool_calls:
-                return self.finish(reply)
+                return await self.answer(reply, messages, tools)
             if number == limit:
                 raise Exhausted(
                     f"{self.name} still asked for tools after {limit} model calls (max_iterations {limit})",
                     output=reply.content or None,
                 )
             messages.append(_assistant_with_calls(reply))
+            self.called_tools = True
             for index, call in enumerate(reply.tool_calls):
                 output = await self._native_call(declared, call, index, reply.content or None)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
@@ -447,13 +512,14 @@ class _Loop:
                 "parameters": {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}},
             },
         }
-        reply = await self.chat(messages, [tool])
+        # The model decides whether to retrieve (force_retrieval retrieves for it).
+        reply = await self.chat(messages, [tool], tool_choice="auto")
         if not reply.tool_calls:
-            return self.finish(reply)
+            return await self.answer(reply, messages)
         messages.append(_assistant_with_calls(reply))
         for call in reply.tool_calls:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": await self._retrieve_call(call)})
-        return self.finish(await self.chat(messages))
+        return await self.answer(await self.chat(messages), messages)
 
     async def _retrieve_call(self, call: Any) -> str:
         if call.name != RETRIEVE_TOOL:

@@ -74,6 +74,15 @@ class Budget:
     parent: Budget | None = None
     used: int = 0
 
+    def has_room(self) -> bool:
+        """Whether one more model call fits this budget and every one above it."""
+        budget: Budget | None = self
+        while budget is not None:
+            if budget.used >= budget.limit:
+                return False
+            budget = budget.parent
+        return True
+
     def spend(self) -> None:
         """Count one model call against this budget and every one above it."""
         budget: Budget | None = self

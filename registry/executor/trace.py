@@ -161,7 +161,7 @@ def _summary(span: Span) -> str:
         return f"{a.get('registry.tool.status')} → {output}"
     if span.operation == "parse":
         return str(a.get("registry.parse.kind", ""))
-    if span.operation in ("gate", "route", "evaluate", "aggregate", "retrieve"):
+    if span.operation in ("gate", "route", "evaluate", "aggregate", "retrieve", "repair"):
         return str(a.get("registry.decision", ""))
     if span.operation in ("invoke_agent", "run"):
         outcome = a.get("registry.outcome")

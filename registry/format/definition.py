@@ -37,6 +37,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from registry.errors import InvalidDefinition, InvalidInputs, InvalidRequest, NotAPrompt, PayloadTooLarge, summarize
+from registry.format.agentrules import agent_type_issues
 from registry.format.composite import Pattern, read_pattern
 from registry.format.composite_local import local_issues
 from registry.format.inputbudget import measure
@@ -201,7 +202,7 @@ def compile_definition(
     if isinstance(inputs, dict):
         inputs_schema, inputs_issues = _inputs_schema(inputs, compiled.needed, locate, supplied)
         issues.extend(inputs_issues)
-    issues.extend(_agent_type_issues(definition, locate))
+    issues.extend(agent_type_issues(definition, locate))
     pattern = read_pattern(definition) if not issues else None
     read: frozenset[str] = frozenset().union(*compiled.needed.values())
     if pattern is not None:
@@ -472,85 +473,6 @@ def _inputs_schema(
         for variable in sorted(variables - declared - supplied)
     ]
     return schema, issues
-
-
-_PARSER_OPTIONS = {
-    "react_json": {"strip_code_fences", "allow_missing_keys"},
-    "json": {"output_schema"},
-}
-
-
-def _agent_type_issues(definition: dict[str, Any], locate: Locate) -> list[Issue]:
-    """The rules between type, tools, output_parser, rag and max_iterations
-    that a JSON Schema cannot say clearly."""
-    issues: list[Issue] = []
-
-    def problem(message: str, path: JsonPath, hint: str | None = None) -> None:
-        issues.append(locate(message, path, key=True, hint=hint, rule="agent-type"))
-
-    _kind_issues(definition, problem)
-    parser = definition.get("output_parser")
-    if isinstance(parser, dict) and isinstance(parser.get("type"), str):
-        _parser_issues(parser, problem)
-    tools = definition.get("tools")
-    if isinstance(tools, list):
-        _tool_issues(tools, problem)
-    return issues
-
-
-_Problem = Callable[..., None]
-"""Reports one problem: a message, its JSON path and, maybe, a hint."""
-
-
-def _kind_issues(definition: dict[str, Any], problem: _Problem) -> None:
-    kind = definition.get("type", "vanilla")
-    parser = definition.get("output_parser")
-    parser_type = parser.get("type") if isinstance(parser, dict) else None
-    if kind in ("react", "tool_calling") and not definition.get("tools"):
-        problem(f"a {kind} agent needs tools", ("type",), "list the tools under 'tools:'")
-    if kind == "react" and parser_type not in ("react_text", "react_json"):
-        problem("a react agent needs an output_parser of type react_text or react_json", ("type",))
-    if kind == "rag" and "rag" not in definition:
-        problem("a rag agent needs rag settings", ("type",), "add 'rag: {retriever: ...}'")
-    if "rag" in definition and kind != "rag":
-        problem("rag settings are only for type: rag", ("rag",))
-    if "max_iterations" in definition and kind not in ("react", "tool_calling"):
-        problem("max_iterations is only for type: react or tool_calling", ("max_iterations",))
-
-
-def _parser_issues(parser: dict[str, Any], problem: _Problem) -> None:
-    parser_type = parser["type"]
-    for option in parser:
-        if option != "type" and option not in _PARSER_OPTIONS.get(parser_type, set()):
-            problem(f"option {option!r} does not apply to the {parser_type} parser", ("output_parser", option))
-    schema = parser.get("output_schema")
-    if parser_type == "json" and isinstance(schema, dict):
-        try:
-            InputsSchema(schema)
-        except SchemaProblem as exc:
-            problem(
-                f"output_schema {shorten(exc.message, _MAX_MESSAGE)}", ("output_parser", "output_schema", *exc.path)
-            )
-
-
-def _tool_issues(tools: list[Any], problem: _Problem) -> None:
-    seen: set[str] = set()
-    for index, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            continue
-        name = tool.get("name")
-        if isinstance(name, str):
-            if name in seen:
-                problem(f"tool {name!r} is listed twice", ("tools", index, "name"))
-            seen.add(name)
-        parameters = tool.get("parameters")
-        if isinstance(parameters, dict):
-            try:
-                InputsSchema(parameters)
-            except SchemaProblem as exc:
-                problem(
-                    f"tool parameters {shorten(exc.message, _MAX_MESSAGE)}", ("tools", index, "parameters", *exc.path)
-                )
 
 
 def _json_type(value: Any) -> str:

@@ -33,6 +33,7 @@ _FIELDS = (
     "metadata",
     "type",
     "tools",
+    "tool_choice",
     "output_parser",
     "rag",
     "max_iterations",

@@ -28,6 +28,9 @@ ParserKind = Literal["react_text", "react_json", "json", "text"]
 PatternKind = Literal["chain", "route", "parallel", "evaluator_optimizer"]
 Role = Literal["system", "user", "assistant"]
 
+DEFAULT_REPAIR_ATTEMPTS = 1
+"""``output_parser.repair_attempts`` when a ``json`` parser does not say."""
+
 TOOL_KINDS: tuple[AgentKind, ...] = ("tool_calling", "react")
 """The kinds that call the tools they declare (and take ``max_iterations``)."""
 
@@ -79,7 +82,7 @@ class ParserSpec:
     strip_code_fences: bool = False
     allow_missing_keys: bool = False
     output_schema: Mapping[str, Any] | None = None
-    repair_attempts: int = 1
+    repair_attempts: int = DEFAULT_REPAIR_ATTEMPTS
     """``json``: more rounds for a reply that does not parse, each sending the error back."""
 
 
@@ -211,7 +214,7 @@ def _parser(parser: Mapping[str, Any] | None) -> ParserSpec | None:
         strip_code_fences=bool(parser.get("strip_code_fences", False)),
         allow_missing_keys=bool(parser.get("allow_missing_keys", False)),
         output_schema=parser.get("output_schema"),
-        repair_attempts=int(parser.get("repair_attempts", 1)),
+        repair_attempts=int(parser.get("repair_attempts", DEFAULT_REPAIR_ATTEMPTS)),
     )
 
 

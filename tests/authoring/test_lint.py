@@ -322,3 +322,52 @@ def test_an_extension_key_of_ones_own_is_no_warning(tmp_path: Path) -> None:
     assert isinstance(bad, str)
     text = bad.replace("x-requires-aproval", "x-owner")
     assert lint(write_library(tmp_path, {"chat/bad.yml": text})).findings == []
+
+
+# --- model.params: the vocabulary, and what each provider takes ----------------------------------
+
+
+def _param_findings(tmp_path: Path, model: str) -> list[tuple[str, str | None, int | None]]:
+    report = lint(write_library(tmp_path, {"chat/agent.yml": MINIMAL + f"model: {model}\n"}))
+    assert {f.rule for f in report.findings} <= {"model-param"} and report.errors == 0
+    return [(f.message, f.hint, f.line) for f in report.findings]
+
+
+def test_a_param_the_provider_does_not_take_is_a_warning_naming_both(tmp_path: Path) -> None:
+    found = _param_findings(tmp_path, "{name: m, provider: anthropic, params: {seed: 7, top_k: 40}}")
+    assert found == [
+        (
+            "provider 'anthropic' (anthropic) does not take model.params key 'seed': it is never sent",
+            RULES["model-param"].hint,
+            5,
+        )
+    ]
+
+
+def test_a_misspelt_param_gets_did_you_mean_whatever_the_provider(tmp_path: Path) -> None:
+    found = _param_findings(tmp_path, "{name: m, params: {max_token: 10, temprature: 0.5}}")
+    assert [(message, hint) for message, hint, _ in found] == [
+        ("model.params key 'max_token' is not in the parameters' vocabulary", "did you mean 'max_tokens'?"),
+        ("model.params key 'temprature' is not in the parameters' vocabulary", "did you mean 'temperature'?"),
+    ]
+
+
+def test_a_providers_own_name_for_a_neutral_param_points_at_the_neutral_one(tmp_path: Path) -> None:
+    [(message, hint, _)] = _param_findings(tmp_path, "{name: m, provider: anthropic, params: {stop_sequences: [x]}}")
+    assert message == "model.params key 'stop_sequences' is not in the parameters' vocabulary"
+    assert hint == "did you mean 'stop'?"
+
+
+def test_a_local_servers_own_options_and_unknown_providers_get_no_warning(tmp_path: Path) -> None:
+    # vLLM, Ollama and llama.cpp take options of their own; a provider lint does not know
+    # is bound by the operator's models file, which lint does not read.
+    assert _param_findings(tmp_path, "{name: m, provider: ollama, params: {mirostat: 2, typical_p: 0.9}}") == []
+    assert _param_findings(tmp_path / "b", "{name: m, provider: our-gateway, params: {top_k: 5, seed: 1}}") == []
+    assert _param_findings(tmp_path / "c", "{name: m, params: {top_k: 5, seed: 1}}") == []
+
+
+def test_openai_takes_no_top_k_and_every_other_param_given(tmp_path: Path) -> None:
+    found = _param_findings(tmp_path, "{name: m, provider: openai, params: {top_k: 5, temperature: 0.1, seed: 1}}")
+    assert [message for message, _, _ in found] == [
+        "provider 'openai' (openai) does not take model.params key 'top_k': it is never sent"
+    ]

@@ -156,12 +156,13 @@ def test_a_gate_that_blocks_ends_the_run_blocked_with_its_on_block_text(library:
 def test_a_gate_whose_reply_is_not_json_fails_the_run_naming_the_gate(library: LibraryRepo) -> None:
     replies = [
         {"agent": "support/draft", "content": "Fine."},
-        {"agent": "support/gate", "content": "looks fine to me"},
+        {"agent": "support/gate", "content": "looks fine to me", "repeat": True},
     ]
     with executor_for(library.path, replies) as executor:
         result = executor.run("support/gated", {"question": "q"})
     assert result.outcome == FAILED
     assert "support/gate" in (result.error or "") and "does not parse" in (result.error or "")
+    assert result.llm_calls == 3  # the draft, the gate's reply and its one repair round
 
 
 def test_the_composite_inputs_are_checked_before_any_model_call(library: LibraryRepo) -> None:

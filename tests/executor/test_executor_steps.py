@@ -149,3 +149,31 @@ def test_astep_takes_the_agent_by_name(repo: LibraryRepo) -> None:
     with registry_client(repo.path, release="v1.0.0") as client:
         result = asyncio.run(run())
     assert result.is_last and result.output == "drafted"
+
+
+def test_a_repair_round_is_a_step_of_its_own_and_replays_as_a_model_round(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {"support/draft.yml": DRAFT, "support/gate.yml": GATE, "support/gated.yml": GATED})
+    replies = [
+        {"agent": "support/draft", "content": "drafted"},
+        {"agent": "support/gate", "when": "^Check this reply", "content": "allowed, I think"},
+        {"agent": "support/gate", "when": "^Your reply is not valid JSON", "content": '{"allow": true}'},
+    ]
+    journal = MemoryJournal()
+    model = ScriptedModel.from_replies(replies, source="t")
+    done: list[StepResult] = []
+    with registry_client(repo.path) as client, Executor(model=model, registry=client) as executor:
+        while not done or not done[-1].is_last:
+            assert len(done) < 5, "the run does not end"
+            done.append(executor.step("support/gated", {"question": "q"}, journal=journal))
+    assert [s.replies for s in done] == [("drafted",), ("allowed, I think",), ('{"allow": true}',)]
+    assert done[-1].result is not None and (done[-1].result.outcome, done[-1].result.output) == ("completed", "drafted")
+    gate_rounds = sorted(key for key in journal.events if key.startswith("/step 'gate'/chat:"))
+    assert gate_rounds == ["/step 'gate'/chat:1", "/step 'gate'/chat:2"]
+    assert journal.events["/step 'gate'/chat:2"]["reply"]["content"] == '{"allow": true}'
+    # The last step replayed the gate's first reply and asked only for the repair.
+    [gate] = [
+        s for s in done[-1].run_trace.spans("invoke_agent") if s.attributes["gen_ai.agent.name"] == "support/gate"
+    ]
+    first, repair = [span for span in gate.children if span.operation in ("chat", "repair")]
+    assert (first.operation, first.attributes.get("registry.replayed")) == ("chat", True)
+    assert repair.operation == "repair" and "registry.replayed" not in repair.children[0].attributes

@@ -328,7 +328,9 @@ def test_a_json_leaf_streams_its_raw_text_whole_once_parsed(library: LibraryRepo
 
 
 def test_a_json_leaf_whose_reply_does_not_parse_streams_it_and_fails(library: LibraryRepo) -> None:
-    events = streamed(library, [{"content": "billing, I think"}], "support/classify", {"question": "refund?"})
+    # The reply and its repair round are both refused; only the last one is the answer.
+    replies = [{"content": "billing, I think", "repeat": True}]
+    events = streamed(library, replies, "support/classify", {"question": "refund?"})
     result = outcome(events)
     assert result.outcome == FAILED and "does not parse" in (result.error or "")
     assert joined(events) == "billing, I think"

@@ -233,3 +233,11 @@ def test_diff_text_is_coloured_only_when_asked(base_repo: LibraryRepo) -> None:
     assert "\033[32m+You are terse.\033[0m" in coloured and "\033[31m-You are helpful.\033[0m" in coloured
     assert "\033[1m" in coloured
     assert diff_text(_service(base_repo).diff("v1.0.0", "v1.0.0")).endswith("\n3 agents unchanged\n")
+
+
+def test_a_changed_tool_choice_is_a_changed_field(repo: LibraryRepo) -> None:
+    tools = "type: tool_calling\ntools: [{name: search, description: Searches., parameters: {type: object}}]\n"
+    repo.release("v1.0.0", {"chat/caller.yml": MINIMAL + tools})
+    repo.release("v1.1.0", {"chat/caller.yml": MINIMAL + tools + "tool_choice: required\n"})
+    [changed] = _service(repo).diff("v1.0.0", "v1.1.0").as_dict()["changed"]
+    assert changed["fields"] == ["tool_choice"]
