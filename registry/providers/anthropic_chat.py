@@ -33,7 +33,9 @@ import contextlib
 import importlib
 import importlib.util
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import re
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Literal, TypeVar, cast
 
 import anthropic
@@ -64,8 +66,16 @@ ERROR_STATUSES = {
     "rate_limit_error": 429,
     "api_error": 500,
     "overloaded_error": 529,
+    # Bedrock's exceptions in its event streams
+    "validationException": 400,
+    "modelTimeoutException": 408,
+    "modelStreamErrorException": 424,
+    "throttlingException": 429,
+    "internalServerException": 500,
+    "serviceUnavailableException": 503,
 }
-"""The HTTP status of each error type, for an ``error`` event in a stream (sent with 200)."""
+"""The HTTP status of each error type, for an ``error`` event in a stream
+(which came with 200): Anthropic's, and Bedrock's, which the SDK words alike."""
 
 _T = TypeVar("_T")
 _Client = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicVertex | anthropic.AsyncAnthropicBedrock
@@ -128,17 +138,13 @@ class AnthropicChatModel:
                 transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
             ),
         }
-        try:
-            if platform == "vertex":
-                self._client: _Client = _vertex_client(common, region, project_id, access_token)
-            elif platform == "bedrock":
-                aws = (aws_region, aws_access_key, aws_secret_key, aws_session_token, aws_profile)
-                self._client = _bedrock_client(common, api_key, *aws)
-            else:
-                self._client = _direct_client(common, api_key)
-        except ValueError as exc:
-            # The SDK's word for a missing region, or credentials given twice.
-            raise ConfigurationError(f"Claude on {platform}: {self._redact(first_line(exc))}") from exc
+        if platform == "vertex":
+            self._client: _Client = _vertex_client(common, region, project_id, access_token)
+        elif platform == "bedrock":
+            aws = (aws_region, aws_access_key, aws_secret_key, aws_session_token, aws_profile)
+            self._client = _bedrock_client(common, api_key, *aws)
+        else:
+            self._client = _direct_client(common, api_key)
         self.base_url = str(self._client.base_url).rstrip("/")
         self.description = f"{self._kind.replace('_', '-')} {self.base_url}"
 
@@ -226,7 +232,7 @@ class AnthropicChatModel:
         while True:
             started = loop.time()
             try:
-                return await asyncio.wait_for(send(), timeout), started
+                return await _before(started + timeout, send()), started
             except anthropic.APIStatusError as exc:
                 if not self._retry.retries(exc.status_code, attempt):
                     error = status_error(exc.status_code, exc.body, retries=attempt)
@@ -236,6 +242,10 @@ class AnthropicChatModel:
             except (asyncio.TimeoutError, anthropic.APITimeoutError) as exc:
                 raise _timeout(timeout) from exc
             except anthropic.APIConnectionError as exc:
+                if isinstance(exc.__cause__, ModelError):
+                    # The transport's refusal (over the cap, compressed), which
+                    # the SDK wrapped: the error itself, not the wrapper.
+                    raise exc.__cause__ from None
                 raise self._connection_error(exc) from exc
             except _credential_errors() as exc:
                 # Credentials the SDK resolves when it first signs a request:
@@ -247,9 +257,8 @@ class AnthropicChatModel:
 
     async def _next_event(self, events: AsyncIterator[object], deadline: float, timeout: float) -> object:
         """The stream's next event (decoded JSON), or ``_END``."""
-        left = deadline - asyncio.get_running_loop().time()
         try:
-            return await asyncio.wait_for(events.__anext__(), max(left, 0.0))
+            return await _before(deadline, events.__anext__())
         except StopAsyncIteration:
             return _END
         except (asyncio.TimeoutError, httpx2.TimeoutException) as exc:
@@ -270,16 +279,15 @@ class AnthropicChatModel:
 
     def _connection_error(self, exc: anthropic.APIConnectionError) -> ModelError:
         cause = exc.__cause__
-        if isinstance(cause, ModelError):
-            return cause  # the transport's: a reply over the cap, or compressed
         return ModelError(
             f"the connection to the model endpoint {self.base_url} failed: {self._redact(first_line(cause or exc))}",
             reason="connection",
         )
 
     def _redact(self, text: str) -> str:
+        """``text`` without the credentials this model was given (a server may echo them)."""
         for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
+            text = re.sub(rf"(?<![\w.-]){re.escape(secret)}(?![\w.-])", "[redacted]", text)
         return text
 
     def _redacted(self, error: ModelError) -> ModelError:
@@ -287,6 +295,17 @@ class AnthropicChatModel:
         if detail == error.detail:
             return error
         return ModelError(detail, reason=error.reason, http_status=error.http_status)
+
+
+async def _before(deadline: float, awaitable: Awaitable[_T]) -> _T:
+    """What ``awaitable`` gives, or ``TimeoutError`` at ``deadline`` (the loop's time)."""
+    if sys.version_info >= (3, 11):
+        # Not wait_for: before 3.12 it runs the awaitable as a task of its own
+        # and loses the caller's cancellation when both happen at once, which
+        # would read a cancelled stream to its end.
+        async with asyncio.timeout_at(deadline):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, max(deadline - asyncio.get_running_loop().time(), 0.0))
 
 
 def _timeout(timeout: float) -> ModelError:
@@ -313,8 +332,21 @@ def _credential_errors() -> tuple[type[Exception], ...]:
     return tuple(found)
 
 
+@contextlib.contextmanager
+def _settings_of(platform: str) -> Iterator[None]:
+    """The SDK's refusal of its settings (a missing region, credentials given twice) as ours."""
+    try:
+        yield
+    except ConfigurationError:
+        raise
+    except (ValueError, anthropic.CredentialsError) as exc:
+        # A credentials profile (ANTHROPIC_CONFIG_DIR, ANTHROPIC_PROFILE) it cannot read, too.
+        raise ConfigurationError(f"Claude on {platform}: {first_line(exc)}") from exc
+
+
 def _direct_client(common: dict[str, Any], api_key: str | None) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(api_key=api_key, **common)
+    with _settings_of("anthropic"):
+        client = anthropic.AsyncAnthropic(api_key=api_key, **common)
     if client.api_key is None and client.auth_token is None and client.credentials is None:
         raise ConfigurationError("Claude on anthropic has no credentials: give an API key or set ANTHROPIC_API_KEY")
     return client
@@ -323,12 +355,17 @@ def _direct_client(common: dict[str, Any], api_key: str | None) -> anthropic.Asy
 def _vertex_client(
     common: dict[str, Any], region: str | None, project_id: str | None, access_token: str | None
 ) -> anthropic.AsyncAnthropicVertex:
-    client = anthropic.AsyncAnthropicVertex(
-        region=region if region is not None else anthropic.not_given,
-        project_id=project_id if project_id is not None else anthropic.not_given,
-        access_token=access_token,
-        **common,
-    )
+    if access_token is None and importlib.util.find_spec("google.auth") is None:
+        raise ConfigurationError(
+            "Claude on vertex without an access token needs google-auth: pip install 'prompt-registry[vertex]'"
+        )
+    with _settings_of("vertex"):
+        client = anthropic.AsyncAnthropicVertex(
+            region=region if region is not None else anthropic.not_given,
+            project_id=project_id if project_id is not None else anthropic.not_given,
+            access_token=access_token,
+            **common,
+        )
     if access_token is not None and client.project_id is None:
         # With a token given, no credentials file can name the project.
         raise ConfigurationError("Claude on vertex needs a project id: give one or set ANTHROPIC_VERTEX_PROJECT_ID")
@@ -347,12 +384,13 @@ def _bedrock_client(
     if importlib.util.find_spec("botocore") is None:
         # The SDK signs with it, and decodes Bedrock's event streams with it.
         raise ConfigurationError("Claude on bedrock needs boto3: pip install 'prompt-registry[bedrock]'")
-    return anthropic.AsyncAnthropicBedrock(
-        api_key=api_key,
-        aws_region=aws_region,
-        aws_access_key=aws_access_key,
-        aws_secret_key=aws_secret_key,
-        aws_session_token=aws_session_token,
-        aws_profile=aws_profile,
-        **common,
-    )
+    with _settings_of("bedrock"):
+        return anthropic.AsyncAnthropicBedrock(
+            api_key=api_key,
+            aws_region=aws_region,
+            aws_access_key=aws_access_key,
+            aws_secret_key=aws_secret_key,
+            aws_session_token=aws_session_token,
+            aws_profile=aws_profile,
+            **common,
+        )

@@ -452,7 +452,8 @@ class StreamAssembly:
             if not isinstance(message, dict):
                 raise malformed("message_start has no message")
             self._message = message
-            self._usage.update(message.get("usage") or {})
+            usage = message.get("usage")
+            self._usage.update(usage if isinstance(usage, dict) else {})
         elif kind == "content_block_start":
             return self._start(event)
         elif kind == "content_block_stop":

@@ -35,7 +35,8 @@ chunk), ``end_after`` N events (the body ended cleanly, no message_stop),
 ``event_delay`` seconds between events; ``delay`` seconds before any answer.
 
 Every request is appended to the log as a JSON line (path, some headers,
-body), and so is every stream the client left early (``"disconnected"``).
+body, when it came and how many requests were in flight then), and so is
+every answer the client left early (``"disconnected"``).
 
     python -m tests.support.anthropic_server --port 8000 --script replies.json --log requests.jsonl
 """
@@ -361,6 +362,7 @@ class Handler(BaseHTTPRequestHandler):
     log: Path
     log_lock = threading.Lock()
     counter = iter(range(1, 10**9))
+    in_flight = 0
 
     @classmethod
     def bind(cls, script: Script, log: Path) -> type[Handler]:
@@ -377,6 +379,15 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, b'{"status": "ok"}' if self.path == "/health" else b"{}")
 
     def do_POST(self) -> None:
+        with self.log_lock:
+            Handler.in_flight += 1
+        try:
+            self._post()
+        finally:
+            with self.log_lock:
+                Handler.in_flight -= 1
+
+    def _post(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         try:
@@ -384,7 +395,8 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode(errors="replace")
         headers = {name: self.headers[name] for name in LOGGED_HEADERS if name in self.headers}
-        self.record({"path": self.path, "headers": headers, "body": body})
+        entry = {"path": self.path, "headers": headers, "body": body, "at": time.time(), "in_flight": self.in_flight}
+        self.record(entry)
         route = self._route(body)
         if route is None:
             return
@@ -398,7 +410,12 @@ class Handler(BaseHTTPRequestHandler):
             self._error(500, "api_error", "script exhausted", platform)
             return
         time.sleep(float(reply.get("delay", 0)))
-        self._answer(reply, platform, model, streamed)
+        try:
+            self._answer(reply, platform, model, streamed)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client left before the answer was written (it refused it, or timed out).
+            self.record({"path": self.path, "event": "disconnected"})
+            self.close_connection = True
 
     def _answer(self, reply: Mapping[str, Any], platform: str, model: str, streamed: bool) -> None:
         if "status" in reply:
@@ -461,11 +478,7 @@ class Handler(BaseHTTPRequestHandler):
         if "stream_error" in reply:
             at = int(reply.get("error_after", 1))
             frames = frames[:at] + [encode({"type": "error", "error": reply["stream_error"]})]
-        try:
-            self._write_frames(frames, reply)
-        except (BrokenPipeError, ConnectionResetError):
-            self.record({"path": self.path, "event": "disconnected"})
-            self.close_connection = True
+        self._write_frames(frames, reply)
 
     def _write_frames(self, frames: Sequence[bytes], reply: Mapping[str, Any]) -> None:
         delay = float(reply.get("event_delay", 0))
