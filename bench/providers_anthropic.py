@@ -17,8 +17,10 @@ Against the scripted Messages API server of the tests
     the bare SDK's ``messages.create(stream=True)``, each stream then read
     to its end. Target: within 1 ms.
 
-Rounds are interleaved (baseline, ours, baseline, ...), each a fresh pair
-of clients warmed by one call; every round is reported, and the median.
+Each round is a fresh pair of clients, each warmed by one call, taking
+turns: 20 bare calls, 20 of ours, and so on, then one bare stream, one of
+ours, and so on, so that other load on the machine weighs on both alike;
+every round is reported, and the median.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from registry.providers.chat import ChatRequest, TextDelta  # noqa: E402
 from tests.support.anthropic_server import AnthropicServer  # noqa: E402
 
 ROUNDS = 7
-CALLS = 200
+CALLS = 400
+BATCH = 20
 STREAMS = 100
 KEY = "sk-ant-bench"
 REQUEST = ChatRequest(
@@ -58,64 +61,61 @@ BODY = to_messages_call(REQUEST, kind="anthropic", default_max_tokens=4096).body
 REPLY = "A merge train queues merge requests and tests each against the ones ahead of it."
 
 
-async def bare_calls(base_url: str, count: int) -> float:
+async def bare_call(client: anthropic.AsyncAnthropic) -> None:
+    await client.messages.create(**BODY)
+
+
+async def bare_first_token(client: anthropic.AsyncAnthropic) -> float:
+    """Seconds to the first text delta; the stream is then read to its end."""
+    started = time.perf_counter()
+    first = None
+    stream: Any = await client.messages.create(**BODY, stream=True)
+    async for event in stream:
+        if first is None and event.type == "content_block_delta" and event.delta.type == "text_delta":
+            first = time.perf_counter() - started
+    assert first is not None
+    return first
+
+
+async def our_first_token(model: AnthropicChatModel) -> float:
+    started = time.perf_counter()
+    first = None
+    async for item in model.stream(REQUEST):
+        if first is None and isinstance(item, TextDelta):
+            first = time.perf_counter() - started
+    assert first is not None
+    return first
+
+
+async def one_round(base_url: str) -> tuple[float, float, float, float]:
+    """Total seconds of ``CALLS`` bare and ``CALLS`` of our calls, then the
+    median first-token time of ``STREAMS`` streams each, alternating in
+    batches so that the machine's load weighs on both alike."""
     client = anthropic.AsyncAnthropic(api_key=KEY, base_url=base_url, max_retries=0)
-    try:
-        await client.messages.create(**BODY)
-        started = time.perf_counter()
-        for _ in range(count):
-            await client.messages.create(**BODY)
-        return time.perf_counter() - started
-    finally:
-        await client.close()
-
-
-async def our_calls(base_url: str, count: int) -> float:
     model = AnthropicChatModel(api_key=KEY, base_url=base_url, max_retries=0)
     try:
+        await bare_call(client)
         await model.complete(REQUEST)
-        started = time.perf_counter()
-        for _ in range(count):
+        async def ours() -> None:
             await model.complete(REQUEST)
-        return time.perf_counter() - started
-    finally:
-        await model.aclose()
 
+        async def bare() -> None:
+            await bare_call(client)
 
-async def bare_first_tokens(base_url: str, count: int) -> list[float]:
-    client = anthropic.AsyncAnthropic(api_key=KEY, base_url=base_url, max_retries=0)
-    times = []
-    try:
-        for number in range(count + 1):
-            started = time.perf_counter()
-            first = None
-            stream: Any = await client.messages.create(**BODY, stream=True)
-            async for event in stream:
-                if first is None and event.type == "content_block_delta" and event.delta.type == "text_delta":
-                    first = time.perf_counter() - started
-            assert first is not None
-            if number:  # the first stream warms the client
-                times.append(first)
-        return times
+        totals = [0.0, 0.0]
+        for _ in range(CALLS // BATCH):
+            for side, call in enumerate((bare, ours)):
+                started = time.perf_counter()
+                for _ in range(BATCH):
+                    await call()
+                totals[side] += time.perf_counter() - started
+        bare_firsts, our_firsts = [], []
+        for _ in range(STREAMS):
+            bare_firsts.append(await bare_first_token(client))
+            our_firsts.append(await our_first_token(model))
+        return totals[0], totals[1], statistics.median(bare_firsts), statistics.median(our_firsts)
     finally:
         await client.close()
-
-
-async def our_first_tokens(base_url: str, count: int) -> list[float]:
-    model = AnthropicChatModel(api_key=KEY, base_url=base_url, max_retries=0)
-    times = []
-    try:
-        for number in range(count + 1):
-            started = time.perf_counter()
-            first = None
-            async for item in model.stream(REQUEST):
-                if first is None and isinstance(item, TextDelta):
-                    first = time.perf_counter() - started
-            assert first is not None
-            if number:
-                times.append(first)
-        return times
-    finally:
         await model.aclose()
 
 
@@ -123,10 +123,9 @@ def measure(base_url: str) -> tuple[list[tuple[float, float]], list[tuple[float,
     calls: list[tuple[float, float]] = []
     firsts: list[tuple[float, float]] = []
     for _ in range(ROUNDS):
-        calls.append((asyncio.run(bare_calls(base_url, CALLS)), asyncio.run(our_calls(base_url, CALLS))))
-        bare = statistics.median(asyncio.run(bare_first_tokens(base_url, STREAMS)))
-        ours = statistics.median(asyncio.run(our_first_tokens(base_url, STREAMS)))
-        firsts.append((bare, ours))
+        bare, ours, bare_first, our_first = asyncio.run(one_round(base_url))
+        calls.append((bare, ours))
+        firsts.append((bare_first, our_first))
     return calls, firsts
 
 

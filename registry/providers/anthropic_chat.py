@@ -269,9 +269,10 @@ class AnthropicChatModel:
             raise ModelError(
                 f"the model endpoint's stream ended early: {self._redact(first_line(exc))}", reason="connection"
             ) from exc
-        except ValueError as exc:
+        except _undecodable() as exc:
+            what = "an event is not JSON" if isinstance(exc, ValueError) else "its framing is broken"
             raise ModelError(
-                f"the model endpoint's stream is not a Messages API stream: an event is not JSON ({first_line(exc)})",
+                f"the model endpoint's stream is not a Messages API stream: {what} ({first_line(exc)})",
                 reason="malformed",
             ) from exc
 
@@ -342,6 +343,15 @@ def _settings_of(platform: str) -> Iterator[None]:
     except (ValueError, anthropic.CredentialsError) as exc:
         # A credentials profile (ANTHROPIC_CONFIG_DIR, ANTHROPIC_PROFILE) it cannot read, too.
         raise ConfigurationError(f"Claude on {platform}: {first_line(exc)}") from exc
+
+
+def _undecodable() -> tuple[type[Exception], ...]:
+    """What decoding a stream raises on bytes that are not one: JSON's error,
+    and botocore's for Bedrock's event stream frames (when installed)."""
+    found: list[type[Exception]] = [ValueError]
+    with contextlib.suppress(ImportError):
+        found.append(importlib.import_module("botocore.eventstream").ParserError)
+    return tuple(found)
 
 
 def _direct_client(common: dict[str, Any], api_key: str | None) -> anthropic.AsyncAnthropic:

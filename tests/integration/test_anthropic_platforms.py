@@ -241,6 +241,13 @@ def test_a_bedrock_exception_in_the_middle_of_a_stream_ends_it(tmp_path: Path) -
     assert str(error) == "the model endpoint's stream ended with an error: throttlingException: Too many tokens"
 
 
+def test_a_bedrock_stream_that_is_not_event_stream_frames_is_malformed(tmp_path: Path) -> None:
+    with AnthropicServer([{"raw": "plain text where frames should be, long enough to read"}], tmp_path) as server:
+        error = _failure(_bedrock(server), stream=True)
+    assert error.reason == "malformed"
+    assert str(error).startswith("the model endpoint's stream is not a Messages API stream: its framing is broken (")
+
+
 def test_bedrock_errors_in_its_own_shape_are_retried_and_worded(tmp_path: Path) -> None:
     replies = [
         {"status": 503, "message": "Bedrock is unavailable"},
