@@ -8,7 +8,9 @@ Run by hand, from the repository root, with the dev environment:
 Against the scripted Messages API server of the tests
 (``tests/support/anthropic_server.py``, its own process, on loopback):
 
-(1) Per call: ``AnthropicChatModel.complete`` (translation, our retry
+(1) Per call (wall clock, and the CPU time of the client process, which
+    other load on a shared machine disturbs less):
+    ``AnthropicChatModel.complete`` (translation, our retry
     loop, the size-capped transport, the reply read from the raw JSON)
     against the bare SDK's ``messages.create`` with the same body, on one
     ``AsyncAnthropic`` client each. Target: at most 1.05x.
@@ -31,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,19 @@ BODY = to_messages_call(REQUEST, kind="anthropic", default_max_tokens=4096).body
 REPLY = "A merge train queues merge requests and tests each against the ones ahead of it."
 
 
+@dataclass(frozen=True)
+class Round:
+    """Seconds, in total over the calls (wall clock and this process's CPU),
+    and the median seconds to the first text delta."""
+
+    bare: float
+    ours: float
+    bare_cpu: float
+    our_cpu: float
+    bare_first: float
+    our_first: float
+
+
 async def bare_call(client: anthropic.AsyncAnthropic) -> None:
     await client.messages.create(**BODY)
 
@@ -87,15 +103,15 @@ async def our_first_token(model: AnthropicChatModel) -> float:
     return first
 
 
-async def one_round(base_url: str) -> tuple[float, float, float, float]:
-    """Total seconds of ``CALLS`` bare and ``CALLS`` of our calls, then the
-    median first-token time of ``STREAMS`` streams each, alternating in
-    batches so that the machine's load weighs on both alike."""
+async def one_round(base_url: str) -> Round:
+    """``CALLS`` bare calls and ``CALLS`` of ours, then ``STREAMS`` streams
+    each, alternating in batches so that the machine's load weighs on both alike."""
     client = anthropic.AsyncAnthropic(api_key=KEY, base_url=base_url, max_retries=0)
     model = AnthropicChatModel(api_key=KEY, base_url=base_url, max_retries=0)
     try:
         await bare_call(client)
         await model.complete(REQUEST)
+
         async def ours() -> None:
             await model.complete(REQUEST)
 
@@ -103,30 +119,28 @@ async def one_round(base_url: str) -> tuple[float, float, float, float]:
             await bare_call(client)
 
         totals = [0.0, 0.0]
+        cpu = [0.0, 0.0]
         for _ in range(CALLS // BATCH):
             for side, call in enumerate((bare, ours)):
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 for _ in range(BATCH):
                     await call()
                 totals[side] += time.perf_counter() - started
+                cpu[side] += time.process_time() - started_cpu
         bare_firsts, our_firsts = [], []
         for _ in range(STREAMS):
             bare_firsts.append(await bare_first_token(client))
             our_firsts.append(await our_first_token(model))
-        return totals[0], totals[1], statistics.median(bare_firsts), statistics.median(our_firsts)
+        return Round(
+            totals[0], totals[1], cpu[0], cpu[1], statistics.median(bare_firsts), statistics.median(our_firsts)
+        )
     finally:
         await client.close()
         await model.aclose()
 
 
-def measure(base_url: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    calls: list[tuple[float, float]] = []
-    firsts: list[tuple[float, float]] = []
-    for _ in range(ROUNDS):
-        bare, ours, bare_first, our_first = asyncio.run(one_round(base_url))
-        calls.append((bare, ours))
-        firsts.append((bare_first, our_first))
-    return calls, firsts
+def measure(base_url: str) -> list[Round]:
+    return [asyncio.run(one_round(base_url)) for _ in range(ROUNDS)]
 
 
 def main() -> None:
@@ -134,23 +148,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         replies = [{"content": REPLY, "repeat": True}]
         with AnthropicServer(replies, Path(directory)) as server:
-            calls, firsts = measure(server.base_url)
-    print(f"\n(1) per call, {CALLS} calls per measurement")
-    print("| round | bare SDK call | AnthropicChatModel.complete | ratio |")
-    print("|---|---|---|---|")
-    ratios = []
-    for number, (base, ours) in enumerate(calls, start=1):
-        ratios.append(ours / base)
-        print(f"| {number} | {base / CALLS * 1e6:.0f} µs | {ours / CALLS * 1e6:.0f} µs | {ours / base:.2f}x |")
-    print(f"| median | | | {statistics.median(ratios):.2f}x |")
+            rounds = measure(server.base_url)
+    print(f"\n(1) per call, {CALLS} calls per measurement: wall clock, and the client process's CPU time")
+    print("| round | bare SDK call | AnthropicChatModel.complete | ratio | CPU: bare | CPU: ours | CPU ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for number, r in enumerate(rounds, start=1):
+        print(
+            f"| {number} | {r.bare / CALLS * 1e6:.0f} µs | {r.ours / CALLS * 1e6:.0f} µs | {r.ours / r.bare:.2f}x"
+            f" | {r.bare_cpu / CALLS * 1e6:.0f} µs | {r.our_cpu / CALLS * 1e6:.0f} µs | {r.our_cpu / r.bare_cpu:.2f}x |"
+        )
+    wall = statistics.median(r.ours / r.bare for r in rounds)
+    cpu = statistics.median(r.our_cpu / r.bare_cpu for r in rounds)
+    print(f"| median | | | {wall:.2f}x | | | {cpu:.2f}x |")
     print(f"\n(2) time to first token, median of {STREAMS} streams per round")
     print("| round | bare SDK stream | AnthropicChatModel.stream | difference |")
     print("|---|---|---|---|")
-    differences = []
-    for number, (base, ours) in enumerate(firsts, start=1):
-        differences.append(ours - base)
-        print(f"| {number} | {base * 1e3:.2f} ms | {ours * 1e3:.2f} ms | {(ours - base) * 1e3:+.2f} ms |")
-    print(f"| median | | | {statistics.median(differences) * 1e3:+.2f} ms |")
+    for number, r in enumerate(rounds, start=1):
+        gap = (r.our_first - r.bare_first) * 1e3
+        print(f"| {number} | {r.bare_first * 1e3:.2f} ms | {r.our_first * 1e3:.2f} ms | {gap:+.2f} ms |")
+    difference = statistics.median(r.our_first - r.bare_first for r in rounds)
+    print(f"| median | | | {difference * 1e3:+.2f} ms |")
 
 
 if __name__ == "__main__":
