@@ -161,7 +161,8 @@ RULES: dict[str, Rule] = {
             "model-param",
             "warning",
             "a model.params key that looks misspelt, or that the definition's provider does not take",
-            "write it as the hint says, or remove it; see 'Parameters, per provider' in docs/executor.md",
+            "remove it, or bind the provider to a kind that takes it"
+            " (see 'Parameters, per provider' in docs/executor.md)",
         ),
         Rule("internal", "error", "the file could not be checked", "report this as a bug in prompt-registry"),
     )

@@ -334,13 +334,10 @@ def _param_findings(tmp_path: Path, model: str) -> list[tuple[str, str | None, i
 
 
 def test_a_param_the_provider_does_not_take_is_a_warning_naming_both(tmp_path: Path) -> None:
-    found = _param_findings(tmp_path, "{name: m, provider: anthropic, params: {seed: 7, top_k: 40}}")
+    found = _param_findings(tmp_path, "{name: m, provider: anthropic, params: {seed: 7, top_k: 40, max_tokens: 9}}")
     assert found == [
-        (
-            "provider 'anthropic' (anthropic) does not take model.params key 'seed': it is never sent",
-            RULES["model-param"].hint,
-            5,
-        )
+        (f"provider 'anthropic' (anthropic) does not take model.params key '{key}': it is never sent", hint, 5)
+        for key, hint in (("seed", RULES["model-param"].hint), ("top_k", RULES["model-param"].hint))
     ]
 
 
