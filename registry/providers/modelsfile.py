@@ -300,7 +300,8 @@ class _Loader:
             self.problem("a models file needs a `providers:` mapping of names to bindings", ())
             return {}
         if not isinstance(value, dict) or not value:
-            self.problem(f"`providers:` must be a mapping of names to bindings, not {_kind(value)}", ("providers",))
+            what = "an empty mapping" if value == {} else _kind(value)
+            self.problem(f"`providers:` must be a mapping of names to bindings, not {what}", ("providers",))
             return {}
         bindings: dict[str, Binding] = {}
         for name, spec in value.items():

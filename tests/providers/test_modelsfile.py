@@ -102,7 +102,9 @@ def test_a_definition_naming_no_provider_takes_the_files_default_else_openai(tmp
     without = load_models_file(_write(tmp_path, "providers:\n  openai: {kind: openai}\n  x: {kind: anthropic}\n"))
     target = without.target(None, "gpt-4o")
     assert target is not None and target.binding.name == "openai"
-    only_local = load_models_file(_write(tmp_path, "providers:\n  local: {kind: openai_compatible, base_url: 'http://h'}\n"))
+    only_local = load_models_file(
+        _write(tmp_path, "providers:\n  local: {kind: openai_compatible, base_url: 'http://h'}\n")
+    )
     problem = only_local.binding_for(None)
     assert isinstance(problem, str)
     assert problem.startswith("no model.provider, and the default provider 'openai' is not bound (bound: local)")
@@ -178,10 +180,16 @@ def test_every_problem_is_reported_with_its_line_and_a_did_you_mean(tmp_path: Pa
         ("", "is empty; it needs a `providers:` mapping"),
         ("- a list\n", ":1:1: a models file is a mapping with a `providers:` mapping, not a list"),
         ("routes: []\n", "a models file needs a `providers:` mapping of names to bindings"),
-        ("providers: {}\n", "`providers:` must be a mapping of names to bindings, not a mapping"),
+        ("providers: {}\n", "`providers:` must be a mapping of names to bindings, not an empty mapping"),
         ("providers:\n  x: {base_url: 'http://h'}\n", ":2:6: a provider needs a `kind:`, one of openai, azure_openai,"),
-        ("providers:\n  x: {kind: openai, timeout: -1}\n", "timeout must be seconds, more than 0 and at most 86400, not -1"),
-        ("providers:\n  x: {kind: anthropic_vertex, api_key_env: K}\n", "unknown key 'api_key_env' for kind anthropic_vertex"),
+        (
+            "providers:\n  x: {kind: openai, timeout: -1}\n",
+            "timeout must be seconds, more than 0 and at most 86400, not -1",
+        ),
+        (
+            "providers:\n  x: {kind: anthropic_vertex, api_key_env: K}\n",
+            "unknown key 'api_key_env' for kind anthropic_vertex",
+        ),
         ("providers:\n  x: {kind: any_llm}\n", "a provider of kind any_llm needs `provider:`"),
         ("providers:\n  x: {kind: openai_compatible, base_url: ftp://h}\n", "base_url must be an http(s) URL"),
         ("providers:\n  x: {kind: openai}\nroutes:\n  - {match: {}, use: {name: y}}\n", "not an empty mapping"),
