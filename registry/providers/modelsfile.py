@@ -212,7 +212,7 @@ class ModelsFile:
             providers[name] = Binding(
                 name,
                 kind,
-                where=f"the default {name} binding ({base_env}, {USUAL_KEY_ENV[kind]})",
+                where="bound from the environment, without a models file",
                 key_env=USUAL_KEY_ENV[kind],
                 key_required=base_url is None,
                 base_url=base_url,
@@ -326,7 +326,7 @@ class _Loader:
         for required in REQUIRED_KEYS.get(kind, ()):
             if required not in value:
                 self.problem(f"a provider of kind {kind} needs `{required}:`", path)
-        texts = {key: self._text(value, path, key) for key in _TEXT_KEYS if key in value}
+        texts = {key: self._text(value, path, key) for key in _TEXT_KEYS if key in value and key in KIND_KEYS[kind]}
         key_env = self._key_env(value, path)
         base_url = self._url(value, path)
         max_concurrency = self._integer(value, path, "max_concurrency", 1, 10_000)

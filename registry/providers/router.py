@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from registry.errors import ConfigurationError, ModelError
 from registry.providers.chat import ChatModel, ChatReply, ChatRequest, ServedBy, StreamItem
@@ -30,8 +30,11 @@ from registry.providers.modelsfile import Binding, ModelsFile, Target
 
 REDACTED = "[redacted]"
 
-AdapterFactory = Callable[..., ChatModel]
-"""``build_adapter``'s signature: (binding, *, api_key, max_retries) -> ChatModel."""
+
+class AdapterFactory(Protocol):
+    """What builds a binding's adapter: ``build_adapter``."""
+
+    def __call__(self, binding: Binding, *, api_key: str | None, max_retries: int) -> ChatModel: ...
 
 
 class RoutingChatModel:
@@ -50,7 +53,7 @@ class RoutingChatModel:
         if max_retries < 0:
             raise ConfigurationError("model retries must be 0 or more")
         self.models = models
-        self.description = f"models {models.source} ({', '.join(sorted(models.providers))})"
+        self.description = f"models from {models.source} ({', '.join(sorted(models.providers))})"
         self._environ = environ
         self._max_retries = max_retries
         self._factory = factory

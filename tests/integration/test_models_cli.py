@@ -133,8 +133,8 @@ def test_without_a_models_file_openai_and_anthropic_come_from_their_sdks_environ
     )
     assert claude["outcome"] == "failed"
     assert claude["error"].startswith(
-        "s/claude: the provider 'anthropic' (the default anthropic binding (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY))"
-        " needs an API key in the environment variable ANTHROPIC_API_KEY, which is not set"
+        "s/claude: the provider 'anthropic' (bound from the environment, without a models file) needs an API key"
+        " in the environment variable ANTHROPIC_API_KEY, which is not set"
     )
     assert SECRET not in result.stdout + result.stderr
 
