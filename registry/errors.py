@@ -31,7 +31,7 @@ classes.
     ├── AgentServiceError     agent-service-error   its  (the UI: the Agent Protocol service answered an error,
     │                                                     or could not be reached (502))
     └── ConfigurationError    configuration-error   500  (a setting or argument the registry cannot use;
-                                                         also ValueError)
+                                                         also ValueError) errors: [Issue], for a file
 
 The last four are never answered over HTTP by the registry: the client
 raises ``RegistryUnavailable`` and ``InvalidBundle``, the executor
@@ -331,10 +331,17 @@ ERRORS_BY_SLUG: dict[str, type[RegistryError]] = {
 
 
 class ConfigurationError(RegistryError, ValueError):
-    """A setting has a value the registry cannot use (raised at startup)."""
+    """A setting has a value the registry cannot use (raised at startup).
+    A file of settings (a models file, a script of replies) gives every
+    problem it has as ``errors``, each with where it is; ``detail`` names
+    the first."""
 
     slug = "configuration-error"
     title = "Configuration error"
+
+    def __init__(self, detail: str, *, errors: Sequence[Issue] = (), **extensions: Any) -> None:
+        super().__init__(detail, **extensions)
+        self.errors = list(errors)
 
 
 def summarize(issues: Sequence[Issue]) -> str:

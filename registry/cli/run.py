@@ -44,8 +44,10 @@ def register(commands: Commands) -> None:
     run = commands.add_parser(
         "run",
         help="run an agent or a pattern against a chat model",
-        description="Run USECASE/NAME of a release (default: the latest) to its outcome against an"
-        " OpenAI-compatible model or a scripted one, with the tools and retrievers you bind. The agent"
+        description="Run USECASE/NAME of a release (default: the latest) to its outcome against the models"
+        " its definitions name (each model.provider bound by --models FILE, else openai and anthropic from"
+        " their SDKs' environment), one OpenAI-compatible endpoint (--model URL) or a scripted model,"
+        " with the tools and retrievers you bind. The agent"
         " comes from a registry (--registry URL) or a library on this machine (--repo, --example, or the"
         " checkout holding the current directory). Exit 0 when the run completes, 1 when it is blocked,"
         " exhausted or failed, 2 on bad usage.",
@@ -90,12 +92,21 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     """The executor's options, shared by ``run`` and ``agents serve``."""
     model = run.add_argument_group("model")
     model.add_argument(
+        "--models",
+        metavar="FILE",
+        help="a models file binding each provider definitions name (model.provider) to an adapter, with"
+        " routes [REGISTRY_MODELS]; default: openai and anthropic, from their SDKs' environment"
+        " (OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)",
+    )
+    model.add_argument(
         "--model",
         metavar="URL|scripted:FILE",
-        help="an OpenAI-compatible Chat Completions base URL (default: OPENAI_BASE_URL, else OpenAI's),"
-        " or scripted:FILE, replies listed in YAML",
+        help="instead of --models: send every call to this OpenAI-compatible Chat Completions base URL,"
+        " whatever provider the definitions name, or answer with scripted:FILE, replies listed in YAML",
     )
-    model.add_argument("--api-key", help="the endpoint's key (default: OPENAI_API_KEY)")
+    model.add_argument(
+        "--api-key", help="the key of --model URL, or of the default openai binding (default: OPENAI_API_KEY)"
+    )
     model.add_argument("--model-name", help="send this model name for every call, whatever the definitions say")
     model.add_argument(
         "--model-map",
@@ -132,19 +143,37 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
 
 
 def model_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ChatModel:
-    """The model the options name: scripted, or an OpenAI-compatible endpoint."""
+    """The model the options name: scripted, one OpenAI-compatible endpoint
+    (``--model``), or the bindings of a models file (``--models``,
+    ``REGISTRY_MODELS``), else of the SDKs' environment, routed per call."""
     from registry.executor import OpenAIChatModel, ScriptedModel
+    from registry.providers.modelsfile import ModelsFile, load_models_file
+    from registry.providers.router import RoutingChatModel
 
-    target = args.model or environ.get("OPENAI_BASE_URL") or None
-    if target and target.startswith(SCRIPTED):
-        return ScriptedModel.from_file(target[len(SCRIPTED) :])
-    if target and not target.startswith(("http://", "https://")):
-        raise ConfigurationError(f"--model {target!r}: expected an http(s) URL or scripted:FILE")
     if args.model_retries < 0:
         raise ConfigurationError("--model-retries must be 0 or more")
-    return OpenAIChatModel(
-        base_url=target, api_key=args.api_key or environ.get("OPENAI_API_KEY") or None, max_retries=args.model_retries
-    )
+    if args.models and args.model:
+        raise ConfigurationError(
+            "give --models FILE (each definition's provider, bound in the file) or --model URL|scripted:FILE"
+            " (every call to one model), not both"
+        )
+    target = args.model
+    if target and target.startswith(SCRIPTED):
+        return ScriptedModel.from_file(target[len(SCRIPTED) :])
+    if target:
+        if not target.startswith(("http://", "https://")):
+            raise ConfigurationError(f"--model {target!r}: expected an http(s) URL or scripted:FILE")
+        return OpenAIChatModel(
+            base_url=target,
+            api_key=args.api_key or environ.get("OPENAI_API_KEY") or None,
+            max_retries=args.model_retries,
+        )
+    path = args.models or environ.get("REGISTRY_MODELS") or None
+    if path and args.api_key:
+        raise ConfigurationError("--api-key is not for a models file, which names each key's variable (api_key_env)")
+    models = load_models_file(path) if path else ModelsFile.from_environment(environ)
+    keys = {**environ, "OPENAI_API_KEY": args.api_key} if args.api_key else environ
+    return RoutingChatModel(models, environ=keys, max_retries=args.model_retries)
 
 
 def tool_providers(args: argparse.Namespace) -> list[ToolProvider]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
+from registry.executor import provenance
 from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
 from registry.executor.streaming import stream_reply, write_text
@@ -158,6 +159,7 @@ class _Loop:
                 "registry.input_message_count": len(messages),
                 "registry.tools_offered": [t["function"]["name"] for t in tools],
                 **{f"gen_ai.request.{k}": v for k, v in request.params.items()},
+                **provenance.requested(request),
             },
         ) as span:
             if request.response_format is not None:
@@ -183,7 +185,10 @@ class _Loop:
             if reply.usage is not None:
                 attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
                 attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
-            span.set(**attributes)
+            span.set(**attributes, **provenance.served(request, reply))
+            mismatch = provenance.model_mismatch(self.name, request, reply)
+            if mismatch is not None and mismatch not in ctx.totals.warnings:
+                ctx.totals.warnings.append(mismatch)
         return reply
 
     async def _live_chat(self, request: ChatRequest, span: Span) -> ChatReply:

@@ -257,7 +257,7 @@ class _Loader:
                 if reply is not None:
                     loaded.append(reply)
         if self._issues:
-            raise ConfigurationError(summarize(self._issues), errors=[issue.as_dict() for issue in self._issues])
+            raise ConfigurationError(summarize(self._issues), errors=self._issues)
         return loaded
 
     def problem(self, message: str, path: JsonPath, *, key: str | None = None) -> None:

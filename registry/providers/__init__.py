@@ -3,12 +3,21 @@ reply, the reply as it streams) and its adapters over the providers'
 official SDKs, the HTTP limits they share, the operator's models file and
 the router that binds each definition's ``model.provider`` to one of them.
 
+The adapters are imported when first named (``OpenAIChatModel``...) or
+when the router first uses a binding of their kind, so that importing this
+package loads no SDK.
+
 May import: ``registry.errors``, ``registry.models``,
 ``registry.format.safeyaml`` (the models file is YAML read as definitions
 are) and ``registry.client.retry_after``; never the server, the executor or
 the client's transports: a gateway talks to models with the client's
 dependencies and the SDKs.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from registry.providers.chat import (
     ChatModel,
@@ -21,17 +30,42 @@ from registry.providers.chat import (
     ToolCallRequest,
     Usage,
 )
-from registry.providers.openai_chat import OpenAIChatModel
+from registry.providers.modelsfile import Binding, ModelsFile, Route, load_models_file
+from registry.providers.router import RoutingChatModel
+
+if TYPE_CHECKING:
+    from registry.providers.anyllm_chat import AnyLLMChatModel
+    from registry.providers.openai_chat import OpenAIChatModel
+
+_ADAPTERS = {
+    "OpenAIChatModel": "registry.providers.openai_chat",
+    "AnyLLMChatModel": "registry.providers.anyllm_chat",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """An adapter class, its module (and SDK) imported on first use."""
+    module = _ADAPTERS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
+    "AnyLLMChatModel",
+    "Binding",
     "ChatModel",
     "ChatReply",
     "ChatRequest",
+    "ModelsFile",
     "OpenAIChatModel",
     "ResponseFormat",
+    "Route",
+    "RoutingChatModel",
     "ServedBy",
     "StreamItem",
     "TextDelta",
     "ToolCallRequest",
     "Usage",
+    "load_models_file",
 ]

@@ -277,6 +277,6 @@ def test_replies_given_in_python_are_checked_too_with_their_index() -> None:
     assert str(caught.value) == (
         "support/triage examples#/1: unknown key 'contnet'; did you mean 'content'?, and 1 more problem"
     )
-    assert [issue["path"] for issue in caught.value.extensions["errors"]] == ["/1", "/1"]
+    assert [issue.path for issue in caught.value.errors] == ["/1", "/1"]
     with pytest.raises(ConfigurationError, match=r"^test: the replies must be a list, not a mapping$"):
         ScriptedModel.from_replies({"content": "x"}, source="test")  # type: ignore[arg-type]

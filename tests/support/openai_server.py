@@ -12,7 +12,10 @@ matches, or that has no ``when``. A reply is one of:
 
 - ``{"content": "..."}``: an assistant message;
 - ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``: a tool call;
-- ``{"status": 500}``: that HTTP status with an OpenAI-style error body;
+- ``{"status": 500}``: that HTTP status with an OpenAI-style error body,
+  whose message is ``"message"`` when given (``{authorization}`` in it is
+  replaced by the request's Authorization header: a server quoting the key
+  it refused);
 - ``{"raw": "..."}``: these bytes as the body, whatever they are (malformed JSON);
 and may add ``"delay": seconds`` before answering and ``"repeat": true`` to
 be used again and again. With no reply left, the answer is 500 with
@@ -121,7 +124,9 @@ def make_handler(script: Script, log: Path) -> type[BaseHTTPRequestHandler]:
                 return
             time.sleep(float(reply.get("delay", 0)))
             if "status" in reply:
-                error = {"error": {"message": f"scripted {reply['status']}", "type": "server_error"}}
+                message = str(reply.get("message", f"scripted {reply['status']}"))
+                message = message.replace("{authorization}", self.headers.get("Authorization", ""))
+                error = {"error": {"message": message, "type": "server_error"}}
                 self._send(int(reply["status"]), json.dumps(error).encode())
             elif "raw" in reply:
                 self._send(200, str(reply["raw"]).encode())
