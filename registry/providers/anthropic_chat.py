@@ -34,7 +34,6 @@ import importlib
 import importlib.util
 import json
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Literal, TypeVar, cast
 
@@ -46,7 +45,14 @@ from registry.models import close_matches, did_you_mean
 from registry.providers.anthropic_messages import MessagesCall, StreamAssembly, read_message, to_messages_call
 from registry.providers.chat import MAX_REPLY_BYTES, ChatReply, ChatRequest, StreamItem, TextDelta
 from registry.providers.params import ProviderKind
-from registry.providers.transport import CappedTransport, RetryPolicy, error_message, first_line, status_error
+from registry.providers.transport import (
+    CappedTransport,
+    RetryPolicy,
+    before,
+    error_message,
+    first_line,
+    status_error,
+)
 
 Platform = Literal["anthropic", "vertex", "bedrock"]
 PLATFORMS: Mapping[str, ProviderKind] = {
@@ -232,7 +238,7 @@ class AnthropicChatModel:
         while True:
             started = loop.time()
             try:
-                return await _before(started + timeout, send()), started
+                return await before(started + timeout, send()), started
             except anthropic.APIStatusError as exc:
                 if not self._retry.retries(exc.status_code, attempt):
                     error = status_error(exc.status_code, exc.body, retries=attempt)
@@ -258,7 +264,7 @@ class AnthropicChatModel:
     async def _next_event(self, events: AsyncIterator[object], deadline: float, timeout: float) -> object:
         """The stream's next event (decoded JSON), or ``_END``."""
         try:
-            return await _before(deadline, events.__anext__())
+            return await before(deadline, events.__anext__())
         except StopAsyncIteration:
             return _END
         except (asyncio.TimeoutError, httpx2.TimeoutException) as exc:
@@ -296,17 +302,6 @@ class AnthropicChatModel:
         if detail == error.detail:
             return error
         return ModelError(detail, reason=error.reason, http_status=error.http_status)
-
-
-async def _before(deadline: float, awaitable: Awaitable[_T]) -> _T:
-    """What ``awaitable`` gives, or ``TimeoutError`` at ``deadline`` (the loop's time)."""
-    if sys.version_info >= (3, 11):
-        # Not wait_for: before 3.12 it runs the awaitable as a task of its own
-        # and loses the caller's cancellation when both happen at once, which
-        # would read a cancelled stream to its end.
-        async with asyncio.timeout_at(deadline):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, max(deadline - asyncio.get_running_loop().time(), 0.0))
 
 
 def _timeout(timeout: float) -> ModelError:

@@ -1,5 +1,5 @@
 """What every provider adapter shares about HTTP: a body size cap under the
-SDK, the retry policy, and the wording of failures.
+SDK, the retry policy, deadlines, and the wording of failures.
 
 Both official SDKs (``openai`` and ``anthropic``) are built on ``httpx2``
 and accept an HTTP client of ours, which is how the cap reaches them
@@ -9,11 +9,14 @@ without patching either: ``CappedTransport`` stops reading a response at
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Mapping
+import sys
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import TypeVar
 
 import httpx2
 
@@ -21,6 +24,7 @@ from registry.client.retry_after import parse_retry_after
 from registry.errors import ConfigurationError, ModelError
 
 _MESSAGE_CHARS = 200
+_T = TypeVar("_T")
 
 
 class CappedTransport(httpx2.AsyncBaseTransport):
@@ -111,6 +115,17 @@ class RetryPolicy:
         ceiling = min(self.max_backoff, self.backoff * 2.0**attempt)
         # Jitter, so that clients failed by one outage do not all come back at once.
         return ceiling * (0.5 + random.random() / 2)
+
+
+async def before(deadline: float, awaitable: Awaitable[_T]) -> _T:
+    """What ``awaitable`` gives, or ``TimeoutError`` at ``deadline`` (the loop's time)."""
+    if sys.version_info >= (3, 11):
+        # Not wait_for: before 3.12 it runs the awaitable as a task of its own
+        # and loses the caller's cancellation when both happen at once, which
+        # would read a cancelled stream to its end.
+        async with asyncio.timeout_at(deadline):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, max(deadline - asyncio.get_running_loop().time(), 0.0))
 
 
 def status_error(status: int, body: object, *, retries: int, what: str = "the model endpoint") -> ModelError:
