@@ -34,12 +34,12 @@ from registry.providers.modelsfile import Binding, ModelsFile, Route, load_model
 from registry.providers.router import RoutingChatModel
 
 if TYPE_CHECKING:
-    from registry.providers.anyllm_chat import AnyLLMChatModel
+    from registry.providers.litellm_chat import LiteLLMChatModel
     from registry.providers.openai_chat import OpenAIChatModel
 
 _ADAPTERS = {
     "OpenAIChatModel": "registry.providers.openai_chat",
-    "AnyLLMChatModel": "registry.providers.anyllm_chat",
+    "LiteLLMChatModel": "registry.providers.litellm_chat",
 }
 
 
@@ -52,11 +52,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AnyLLMChatModel",
     "Binding",
     "ChatModel",
     "ChatReply",
     "ChatRequest",
+    "LiteLLMChatModel",
     "ModelsFile",
     "OpenAIChatModel",
     "ResponseFormat",

@@ -3,7 +3,7 @@
 Each kind's adapter module is imported when a binding of that kind is
 first used, not before: ``import registry.providers`` loads no SDK, a
 command that runs only local models never imports Anthropic's, and a kind
-whose optional library is missing (``any_llm``) says how to install it
+whose optional library is missing (``litellm``) says how to install it
 rather than failing at import.
 """
 
@@ -20,7 +20,7 @@ from registry.providers.params import ProviderKind
 
 _OPENAI = ("registry.providers.openai_chat", "OpenAIChatModel")
 _ANTHROPIC = ("registry.providers.anthropic_chat", "AnthropicChatModel")
-_ANY_LLM = ("registry.providers.anyllm_chat", "AnyLLMChatModel")
+_LITELLM = ("registry.providers.litellm_chat", "LiteLLMChatModel")
 
 ADAPTERS: Mapping[ProviderKind, tuple[str, str]] = {
     "openai": _OPENAI,
@@ -29,14 +29,14 @@ ADAPTERS: Mapping[ProviderKind, tuple[str, str]] = {
     "anthropic": _ANTHROPIC,
     "anthropic_vertex": _ANTHROPIC,
     "anthropic_bedrock": _ANTHROPIC,
-    "any_llm": _ANY_LLM,
+    "litellm": _LITELLM,
 }
 """The module and class of each kind's adapter."""
 
 EXTRA = "pip install 'prompt-registry[providers]'"
-"""What installs the optional multi-provider library of kind ``any_llm``."""
-_OPTIONAL = {"any_llm": EXTRA}
-_SDKS = {"openai", "httpx2", "anthropic", "any_llm"}
+"""What installs the optional multi-provider library of kind ``litellm``."""
+_OPTIONAL = {"litellm": EXTRA}
+_SDKS = {"openai", "httpx2", "anthropic", "litellm"}
 
 
 def build_adapter(binding: Binding, *, api_key: str | None, max_retries: int) -> ChatModel:
@@ -103,7 +103,7 @@ def _anthropic(binding: Binding, api_key: str | None, max_retries: int) -> dict[
     return options
 
 
-def _any_llm(binding: Binding, api_key: str | None, max_retries: int) -> dict[str, Any]:
+def _litellm(binding: Binding, api_key: str | None, max_retries: int) -> dict[str, Any]:
     return {
         "provider": binding.library_provider,
         "base_url": binding.base_url,
@@ -119,5 +119,5 @@ _KEYWORDS: Mapping[ProviderKind, Callable[[Binding, str | None, int], dict[str, 
     "anthropic": _anthropic,
     "anthropic_vertex": _anthropic,
     "anthropic_bedrock": _anthropic,
-    "any_llm": _any_llm,
+    "litellm": _litellm,
 }

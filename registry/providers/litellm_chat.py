@@ -318,7 +318,7 @@ def _reply(completion: Any) -> ChatReply:
     choice = choices[0]
     message = choice.message
     calls = tuple(
-        ToolCallRequest(call.id, call.function.name, call.function.arguments or "")
+        ToolCallRequest(call.id or "", call.function.name or "", call.function.arguments or "")
         for call in message.tool_calls or ()
         if getattr(call, "function", None) is not None
     )

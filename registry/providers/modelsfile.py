@@ -53,13 +53,13 @@ KIND_KEYS: Mapping[ProviderKind, tuple[str, ...]] = {
     # Vertex and Bedrock authenticate with Google's and AWS's own credentials, not a key.
     "anthropic_vertex": ("region", "project_id"),
     "anthropic_bedrock": ("aws_region",),
-    "any_llm": ("api_key_env", "provider"),
+    "litellm": ("api_key_env", "provider"),
 }
 """The keys each kind takes besides ``COMMON_KEYS``."""
 REQUIRED_KEYS: Mapping[ProviderKind, tuple[str, ...]] = {
     "azure_openai": ("base_url", "api_version"),
     "openai_compatible": ("base_url",),
-    "any_llm": ("provider",),
+    "litellm": ("provider",),
 }
 
 USUAL_KEY_ENV: Mapping[ProviderKind, str] = {
@@ -111,7 +111,7 @@ class Binding:
     server: str | None = None
     """``openai_compatible``: which server it is (``llama.cpp``, ``vllm``...)."""
     library_provider: str | None = None
-    """``any_llm``: the multi-provider library's name for the provider (``mistral``, ``gemini``...)."""
+    """``litellm``: LiteLLM's name for the provider (``mistral``, ``gemini``, ``bedrock``...)."""
 
 
 @dataclass(frozen=True)

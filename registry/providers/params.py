@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 ProviderKind = Literal[
-    "openai", "azure_openai", "openai_compatible", "anthropic", "anthropic_vertex", "anthropic_bedrock", "any_llm"
+    "openai", "azure_openai", "openai_compatible", "anthropic", "anthropic_vertex", "anthropic_bedrock", "litellm"
 ]
 KINDS: tuple[ProviderKind, ...] = (
     "openai",
@@ -26,7 +26,7 @@ KINDS: tuple[ProviderKind, ...] = (
     "anthropic",
     "anthropic_vertex",
     "anthropic_bedrock",
-    "any_llm",
+    "litellm",
 )
 
 NEUTRAL = (
@@ -76,7 +76,7 @@ TABLES: Mapping[ProviderKind, Mapping[str, str]] = {
     "anthropic_vertex": _ANTHROPIC,
     "anthropic_bedrock": _ANTHROPIC,
     # The multi-provider library maps the OpenAI names to each provider itself.
-    "any_llm": {**_OPENAI, "top_k": "top_k"},
+    "litellm": {**_OPENAI, "top_k": "top_k"},
 }
 
 PASSES_UNKNOWN: frozenset[ProviderKind] = frozenset({"openai_compatible"})

@@ -284,6 +284,25 @@ def test_a_stream_cut_mid_reply_is_a_connection_error_after_its_first_text() -> 
     assert refused.reason == "connection" and str(refused).startswith("the model provider's stream broke off: ")
 
 
+def test_closing_one_adapter_leaves_another_able_to_call(tmp_path: Path) -> None:
+    """LiteLLM's HTTP clients are shared by the process: closing one adapter
+    closes them, and the next call of another opens new ones."""
+    replies: list[dict[str, Any]] = [{"content": "first"}, {"content": "second"}]
+
+    async def calls(base_url: str) -> list[str]:
+        first = LiteLLMChatModel(provider="openai", base_url=base_url, api_key=KEY)
+        second = LiteLLMChatModel(provider="openai", base_url=base_url, api_key=KEY)
+        try:
+            answered = [(await first.complete(_request())).content]
+            await first.aclose()
+            return answered + [(await second.complete(_request())).content]
+        finally:
+            await second.aclose()
+
+    with ScriptedModelServer(replies, tmp_path) as server:
+        assert asyncio.run(calls(server.base_url)) == ["first", "second"]
+
+
 def test_a_provider_litellm_does_not_know_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match=r"LiteLLM has no provider 'mistrall'; did you mean 'mistral'\?"):
         LiteLLMChatModel(provider="mistrall")

@@ -19,7 +19,7 @@ providers:
   vertex: {kind: anthropic_vertex, region: europe-west1, project_id: my-project}
   bedrock: {kind: anthropic_bedrock, aws_region: eu-central-1}
   azure: {kind: azure_openai, base_url: "https://me.openai.azure.com", api_version: "2024-10-21", deployment: gpt4o}
-  mistral: {kind: any_llm, provider: mistral, max_retries: 0}
+  mistral: {kind: litellm, provider: mistral, max_retries: 0}
 routes:
   - match: {provider: anthropic, name: "claude-3-5-haiku*"}
     use: {provider: local, name: smollm2}
@@ -190,7 +190,7 @@ def test_every_problem_is_reported_with_its_line_and_a_did_you_mean(tmp_path: Pa
             "providers:\n  x: {kind: anthropic_vertex, api_key_env: K}\n",
             "unknown key 'api_key_env' for kind anthropic_vertex",
         ),
-        ("providers:\n  x: {kind: any_llm}\n", "a provider of kind any_llm needs `provider:`"),
+        ("providers:\n  x: {kind: litellm}\n", "a provider of kind litellm needs `provider:`"),
         ("providers:\n  x: {kind: openai_compatible, base_url: ftp://h}\n", "base_url must be an http(s) URL"),
         ("providers:\n  x: {kind: openai}\nroutes:\n  - {match: {}, use: {name: y}}\n", "not an empty mapping"),
         ("providers:\n  x: {kind: openai}\nroutes:\n  - {use: {name: y}}\n", "a route needs `match:`"),

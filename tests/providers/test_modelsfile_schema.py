@@ -32,7 +32,7 @@ GOOD = [
     "providers:\n  v: {kind: anthropic_vertex, region: us-east5, project_id: p}\n"
     "  b: {kind: anthropic_bedrock, aws_region: us-west-2}\n"
     "  z: {kind: azure_openai, base_url: 'https://r.openai.azure.com', api_version: '2024-10-21', deployment: d}\n"
-    "  m: {kind: any_llm, provider: mistral, api_key_env: MISTRAL_API_KEY}\n",
+    "  m: {kind: litellm, provider: mistral, api_key_env: MISTRAL_API_KEY}\n",
 ]
 BAD = [
     "providers:\n  x: {kind: openia}\n",
@@ -42,7 +42,7 @@ BAD = [
     "providers:\n  x: {kind: anthropic_bedrock, api_key_env: K}\n",
     "providers:\n  x: {kind: openai_compatible}\n",
     "providers:\n  x: {kind: azure_openai, base_url: 'https://h'}\n",
-    "providers:\n  x: {kind: any_llm}\n",
+    "providers:\n  x: {kind: litellm}\n",
     "providers:\n  x: {kind: openai, api_key_env: sk-abc}\n",
     "providers:\n  x: {kind: openai, base_url: 'http://u:p@h/v1'}\n",
     "providers:\n  x: {kind: openai, base_url: 'ftp://h'}\n",

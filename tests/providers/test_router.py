@@ -267,12 +267,12 @@ def test_an_openai_compatible_binding_is_served_by_the_openai_adapter(tmp_path: 
 
 
 def test_importing_the_package_loads_no_sdk_and_a_missing_library_says_how_to_install_it(tmp_path: Path) -> None:
-    (tmp_path / "models.yml").write_text("providers:\n  m: {kind: any_llm, provider: mistral}\n", encoding="utf-8")
+    (tmp_path / "models.yml").write_text("providers:\n  m: {kind: litellm, provider: mistral}\n", encoding="utf-8")
     script = (
         "import sys\n"
         "import registry.providers\n"
-        "print(sorted(m for m in ('openai', 'anthropic', 'any_llm') if m in sys.modules))\n"
-        "sys.modules['any_llm'] = None  # as if the extra were not installed\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'litellm') if m in sys.modules))\n"
+        "sys.modules['litellm'] = None  # as if the extra were not installed\n"
         "from registry.providers import RoutingChatModel, load_models_file\n"
         f"router = RoutingChatModel(load_models_file({str(tmp_path / 'models.yml')!r}), environ={{}})\n"
         "print(router.binding_problem('m'))\n"
@@ -281,6 +281,6 @@ def test_importing_the_package_loads_no_sdk_and_a_missing_library_says_how_to_in
     loaded, problem = done.stdout.splitlines()
     assert loaded == "[]"
     assert problem == (
-        f"the provider 'm' ({tmp_path / 'models.yml'}:2:3) is of kind any_llm, whose library any_llm is not"
+        f"the provider 'm' ({tmp_path / 'models.yml'}:2:3) is of kind litellm, whose library litellm is not"
         " installed: pip install 'prompt-registry[providers]'"
     )
