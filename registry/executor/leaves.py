@@ -9,8 +9,14 @@
 - ``react``: each reply is read by the agent's ``output_parser``: a tool call
   runs the tool and the observation goes back as a user message
   (``Observation: ...`` for ``react_text``, ``{"observation": ...}`` for
-  ``react_json``); a parse error sends its observation so the model can
-  correct itself; a final answer ends the loop.
+  ``react_json``), or, when the template places ``{agent_scratchpad}``, into
+  the scratchpad, and the messages are rendered again around it; a parse
+  error sends its observation so the model can correct itself; a final
+  answer ends the loop.
+
+Placeholders the render's inputs leave are filled first
+(``registry.executor.runtime_placeholders``); one nothing fills fails the
+run before its first call.
 - ``rag``: with ``force_retrieval``, ``top_k`` passages are retrieved for the
   query input before the first call and passed as the input ``passages``
   (a list of ``{title, text}``); otherwise the model is offered a ``retrieve``
@@ -31,6 +37,7 @@ from registry.client import Agent
 from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
+from registry.executor.runtime_placeholders import PlacedPrompt, history_text, scratchpad_step, unfilled
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
@@ -87,6 +94,9 @@ def _forced(agent: Agent) -> bool:
 class _Loop:
     """One leaf's run: its messages so far and the calls it makes."""
 
+    placed: PlacedPrompt
+    """The rendered prompt and the executor's values for its placeholders (``render`` sets it)."""
+
     def __init__(self, agent: Agent, ctx: RunContext, span: Span) -> None:
         self.agent = agent
         self.spec = agent.compiled.spec
@@ -101,18 +111,29 @@ class _Loop:
     # --- rendering -----------------------------------------------------------------------
 
     def render(self, inputs: dict[str, Any], history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The first messages: the prompt rendered, the placeholders its inputs
+        leave filled from the runtime's own variables, and the prior turns of
+        a conversation after its system messages (as ``{chat_history}``
+        instead, when the template places them)."""
         try:
             prompt = self.agent.render(inputs)
         except (InvalidInputs, RenderError) as exc:
             raise Failed(f"cannot render {self.name}: {exc.detail}") from exc
-        messages: list[dict[str, Any]] = [message.as_dict() for message in prompt.messages]
-        if history:
-            leading = 0
-            while leading < len(messages) and messages[leading]["role"] == "system":
-                leading += 1
-            messages[leading:leading] = [dict(turn) for turn in history]
+        left = {placeholder.name for placeholder in prompt.placeholders}
+        for placeholder in prompt.placeholders:
+            if placeholder.name not in self.spec.runtime_placeholders:
+                raise Failed(unfilled(self.name, prompt, placeholder))
+        values: dict[str, str] = {}
+        if "chat_history" in left:
+            values["chat_history"] = history_text(history)
+            history = ()
+        if "agent_scratchpad" in left:
+            values["agent_scratchpad"] = ""
+        self.placed = PlacedPrompt(prompt, values, tuple(dict(turn) for turn in history))
         self.span.set(**{"registry.rendered_messages": len(prompt.messages)})
-        return messages
+        if left:
+            self.span.set(**{"registry.placeholders": sorted(left)})
+        return self.placed.messages()
 
     # --- the model -----------------------------------------------------------------------
 
@@ -349,9 +370,13 @@ class _Loop:
         return (await self.run_tool(tool, arguments, call_id=call.id, index=index, thought=thought)).output
 
     async def react(self, messages: list[dict[str, Any]]) -> AgentOutput:
+        """The ReAct loop. When the template places ``{agent_scratchpad}``,
+        each round renders the messages again with the steps so far in it;
+        otherwise each step is appended as an assistant and a user turn."""
         declared = self.declared()
         parser_type = self.spec.parser_type
         limit = _max_iterations(self.agent)
+        scratchpad: list[str] | None = [] if "agent_scratchpad" in self.placed.values else None
         for number in range(1, limit + 1):
             reply = await self.chat(messages)
             parsed = self._parse(reply.content)
@@ -371,9 +396,23 @@ class _Loop:
                     f"{self.name} gave no final answer in {limit} model calls (max_iterations {limit})",
                     output=reply.content or None,
                 )
-            messages.append({"role": "assistant", "content": reply.content})
-            messages.append({"role": "user", "content": _observation(parser_type, observation)})
+            if scratchpad is None:
+                messages.append({"role": "assistant", "content": reply.content})
+                messages.append({"role": "user", "content": _observation(parser_type, observation)})
+            else:
+                scratchpad.append(scratchpad_step(parser_type, reply.content, _observation(parser_type, observation)))
+                messages = self._with_scratchpad(messages, "\n".join(scratchpad))
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _with_scratchpad(self, messages: list[dict[str, Any]], scratchpad: str) -> list[dict[str, Any]]:
+        """The messages rendered again around ``scratchpad``; the next call's
+        span carries them from the first that changed."""
+        renewed = self.placed.messages(agent_scratchpad=scratchpad)
+        unchanged = 0
+        while unchanged < min(len(messages), len(renewed)) and messages[unchanged] == renewed[unchanged]:
+            unchanged += 1
+        self.sent = unchanged
+        return renewed
 
     # --- retrieval -----------------------------------------------------------------------
 
