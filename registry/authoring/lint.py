@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.authoring.includegraph import IncludeCycle, IncludeGraph
-from registry.authoring.lintchecks import layout_finding, tool_findings, usage_warnings
+from registry.authoring.lintchecks import layout_finding, placeholder_findings, tool_findings, usage_warnings
 from registry.authoring.lintreport import Finding, LintReport, finding
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
@@ -189,7 +189,12 @@ def _check(catalog: ReleaseCatalog, graph: IncludeGraph, usecase: str, name: str
         return _check_invalid(catalog, graph, usecase, name, loaded, file)
     roots = [(role, compiled.referenced) for role, compiled in loaded.compiled.templates]
     partials, reaches_any, cycles, cycle_findings = _includes(graph, roots, file)
-    warnings = [*usage_warnings(loaded, file), *tool_findings(loaded, file), *cycle_findings]
+    warnings = [
+        *usage_warnings(loaded, file),
+        *placeholder_findings(loaded, file),
+        *tool_findings(loaded, file),
+        *cycle_findings,
+    ]
     if warnings:
         # Positions only when there is something to point at: parsing again costs.
         document = parse_yaml(catalog.definition_source(usecase, name), limits=catalog.yaml_limits)

@@ -22,16 +22,20 @@ What is a placeholder, exactly: ``{``, an ASCII identifier
   "{x}"}`` is JSON text to its end; outside braces a quote is prose.
 
 So ``{ x }``, ``{0}``, ``{a.b}``, ``{"a": 1}`` and ``{名前}`` are text too.
-There is no escape: text that must stay ``{name}`` is written as a Jinja
-expression, ``{{ '{name}' }}``, whose output is not the template's text
-(below).
+Only the template's own text makes placeholders: a placeholder's name must
+be one that the template's source, or a partial it includes by a literal
+name, writes as a placeholder (``written_names``, by the same rules), so
+that what a Jinja expression prints (a caller's code snippet, a tool's
+description) is searched for those names only. It is a filter on names,
+not on positions: printed text that holds one of them is read as a
+placeholder too. (Telling printed text from template text by position would
+take marking the template's text through Jinja's buffers, where filters and
+tests can see it.) A value filled into a placeholder is never searched.
 
-Only the template's own text makes placeholders. Values a Jinja expression
-prints (a caller's code snippet, a tool's description) are data, and a
-``{name}`` in them is text: so a placeholder's name must be one that the
-template's source, or a partial it includes by a literal name, writes as a
-placeholder (``written_names``, by the same rules). Finding is one pass over
-the text, linear in its length, with no backtracking.
+There is no escape: text that must stay ``{name}`` is printed,
+``{{ '{name}' }}``, in a template that does not also write ``{name}``.
+Finding is one pass over the text, linear in its length, with no
+backtracking.
 """
 
 from __future__ import annotations

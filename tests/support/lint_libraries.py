@@ -92,6 +92,9 @@ prompt_templates:
     Action Input: {"q": "x"}
 """
     },
+    "unfilled-placeholder": {
+        "chat/bad.yml": "name: x\nprompt_templates:\n  user: 'Question: {question}'\ninputs: {type: object, properties: {}}\n"
+    },
     "file-size": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: |\n" + "    padding\n" * 40_000},
     "recursive-include": {
         "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/self.jinja' %}\"\n",
