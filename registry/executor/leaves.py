@@ -196,17 +196,7 @@ class _Loop:
                 if ctx.journal is not None:
                     ctx.journal.record(key, {"kind": "model", "reply": reply.as_dict()})
             ctx.totals.replied(reply.usage)
-            attributes: dict[str, Any] = {"registry.reply": reply.as_dict()}
-            if reply.model is not None:
-                attributes["gen_ai.response.model"] = reply.model
-            if reply.finish_reason is not None:
-                attributes["gen_ai.response.finish_reasons"] = [reply.finish_reason]
-            if reply.response_id is not None:
-                attributes["gen_ai.response.id"] = reply.response_id
-            if reply.usage is not None:
-                attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
-                attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
-            span.set(**attributes, **provenance.served(request, reply))
+            span.set(**provenance.reply_attributes(reply), **provenance.served(request, reply))
             mismatch = provenance.model_mismatch(self.name, request, reply)
             if mismatch is not None and mismatch not in ctx.totals.warnings:
                 ctx.totals.warnings.append(mismatch)
