@@ -58,6 +58,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-set"
 """Sent as the API key when there is none: local servers need none, and the
 SDK refuses to start without one (or reads ``OPENAI_API_KEY`` itself)."""
+_SECRET_CHARS = 8
 _T = TypeVar("_T")
 
 
@@ -108,9 +109,13 @@ class OpenAIChatModel:
         self._dialect = _dialect(kind, server, base_url)
         self.kind: OpenAIKind = self._dialect.kind
         self.server: Server | None = self._dialect.server
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self._secrets = tuple(secret for secret in (api_key, urlsplit(self.base_url).password) if secret)
-        self._shown_url = _without_credentials(self.base_url)
+        self._base_url = base_url or DEFAULT_BASE_URL
+        # Redacted from messages; a few letters (a test's "k") are no secret,
+        # and replacing them would garble every message.
+        secrets = (api_key, urlsplit(self._base_url).password)
+        self._secrets = tuple(secret for secret in secrets if secret and len(secret) >= _SECRET_CHARS)
+        self.base_url = _without_credentials(self._base_url)
+        """The endpoint, without any user and password it was given."""
         self.description = self._describe(azure_deployment)
         self._retry = RetryPolicy(max_retries, backoff, max_backoff)
         self._default_timeout = default_timeout
@@ -141,19 +146,19 @@ class OpenAIChatModel:
         if self.kind != "azure_openai":
             if api_version is not None or azure_deployment is not None:
                 raise ConfigurationError(f"api_version and azure_deployment are Azure's: not for kind {self.kind}")
-            return openai.AsyncOpenAI(base_url=self.base_url, **common)
+            return openai.AsyncOpenAI(base_url=self._base_url, **common)
         if api_version is None:
             raise ConfigurationError("kind azure_openai needs an api_version (such as 2024-10-21)")
-        if self.base_url == DEFAULT_BASE_URL:
+        if self._base_url == DEFAULT_BASE_URL:
             raise ConfigurationError("kind azure_openai needs base_url: the resource's endpoint")
         return openai.AsyncAzureOpenAI(
-            azure_endpoint=self.base_url, azure_deployment=azure_deployment, api_version=api_version, **common
+            azure_endpoint=self._base_url, azure_deployment=azure_deployment, api_version=api_version, **common
         )
 
     def _describe(self, azure_deployment: str | None) -> str:
         server = f" ({self.server})" if self.server else ""
         deployment = f" deployment {azure_deployment}" if azure_deployment else ""
-        return f"{self.kind}{server} {self._shown_url}{deployment}"
+        return f"{self.kind}{server} {self.base_url}{deployment}"
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.description})"
@@ -279,7 +284,7 @@ class OpenAIChatModel:
             return ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout")
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
-            what = f"the connection to the model endpoint {self._shown_url} failed: {first_line(cause)}"
+            what = f"the connection to the model endpoint {self.base_url} failed: {first_line(cause)}"
             return self._redacted(ModelError(what, reason="connection"))
         if isinstance(exc, openai.APIError):
             # An error event in a stream (OpenAI and vLLM send one when generation fails).

@@ -37,8 +37,10 @@ Every request is appended as one JSON line to the log file
 (``{"request": n, "path": ..., "auth": "bearer" | "api-key" | null, "body": ...}``,
 naming where the credential came, never its value), and so is how each
 answer ended: ``{"request": n, "event": "finished" | "disconnected" |
-"interrupted" | "cut", "events": k}``; ``disconnected`` when the client
-closed the connection before the whole reply was written.
+"interrupted" | "cut" | "error" | "abandoned", "events": k}``:
+``disconnected`` when the client closed the connection mid-stream (the
+reply stopped there), ``abandoned`` when a whole reply was made for a
+client that had left (what a server that does not stream does).
 
     python -m tests.support.openai_server --port 8000 --script replies.json --log requests.jsonl
 """
@@ -248,7 +250,13 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             model = str(reply.get("model") or body.get("model"))
             calls = tool_calls_reach_the_client(self.options.flavor, body)
             answer = completion(reply, model, next(self.completions), calls=calls)
-            self._send(200, json.dumps(answer).encode())
+            try:
+                self._send(200, json.dumps(answer).encode())
+            except OSError:
+                # The whole reply was made for a client that had left.
+                self.close_connection = True
+                self.log.ended(number, "abandoned", 0)
+                return
         self.log.ended(number, "finished", 1)
 
     def _stream(self, number: int, reply: dict[str, Any], body: dict[str, Any]) -> None:
@@ -381,7 +389,7 @@ class ScriptedModelServer:
 
     def endings(self) -> list[tuple[str, int]]:
         """How each answer ended so far, in order: (``finished``, ``disconnected``,
-        ``interrupted``, ``cut`` or ``error``; the events sent before)."""
+        ``abandoned``, ``interrupted``, ``cut`` or ``error``; the events sent before)."""
         return [(entry["event"], entry["events"]) for entry in self.entries() if "event" in entry]
 
     def wait_for_endings(self, count: int, *, timeout: float = 10) -> list[tuple[str, int]]:
