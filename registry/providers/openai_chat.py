@@ -80,7 +80,8 @@ class OpenAIChatModel:
     - ``max_retries``, ``backoff``, ``max_backoff``: the retry policy of 429 and 5xx.
     - ``default_timeout``: seconds per attempt when the request names none.
     - ``max_reply_bytes``: the most of a reply's body read.
-    - ``max_concurrency``: calls in flight at once (None: no limit).
+    - ``max_concurrency``: calls in flight at once; None: no limit, except
+      1 for llama.cpp (llama-cpp-python interrupts a stream for the next request).
     - ``complete_by_streaming``: ``complete`` streams under the hood, so
       that a timeout stops the server; None: for llama.cpp only.
     """
@@ -119,7 +120,10 @@ class OpenAIChatModel:
         self.description = self._describe(azure_deployment)
         self._retry = RetryPolicy(max_retries, backoff, max_backoff)
         self._default_timeout = default_timeout
-        self._max_concurrency = max_concurrency
+        # llama-cpp-python's server makes one reply at a time and ends a
+        # stream (with no finish reason) as soon as another request comes:
+        # calls to it wait for each other here instead.
+        self._max_concurrency = 1 if max_concurrency is None and self.server == "llama.cpp" else max_concurrency
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self.complete_by_streaming = (
             self.server == "llama.cpp" if complete_by_streaming is None else complete_by_streaming

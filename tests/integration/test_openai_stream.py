@@ -168,7 +168,8 @@ def test_a_stream_cut_mid_reply_is_a_connection_error_and_is_not_retried(tmp_pat
 
 def test_a_stream_ended_before_its_finish_reason_is_a_connection_error(tmp_path: Path) -> None:
     # llama.cpp ends a stream with [DONE] when another request waits: the
-    # reply stops mid-way without a finish reason. Two requests at once show it.
+    # reply stops mid-way without a finish reason. Two requests at once show
+    # it (the adapter sends them one at a time unless told otherwise).
     async def two_at_once(model: OpenAIChatModel) -> tuple[list[StreamItem] | BaseException, ChatReply | BaseException]:
         streaming = asyncio.Event()
 
@@ -186,14 +187,14 @@ def test_a_stream_ended_before_its_finish_reason_is_a_connection_error(tmp_path:
 
     replies: list[dict[str, Any]] = [{"when": "first", **ENDLESS}, {"when": "second", "content": "ok"}]
     with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
-        first, second = _with_model(server, two_at_once, server="llama.cpp")
+        first, second = _with_model(server, two_at_once, server="llama.cpp", max_concurrency=2)
         assert [ending for ending, _ in server.wait_for_endings(2)] == ["interrupted", "finished"]
     assert isinstance(first, ModelError) and first.reason == "connection"
     assert "stream ended before the reply did" in str(first) and "no finish_reason" in str(first)
     assert isinstance(second, ChatReply) and second.content == "ok"
 
 
-def test_one_call_at_a_time_keeps_llama_cpp_from_interrupting_the_first(tmp_path: Path) -> None:
+def test_calls_to_llama_cpp_wait_for_each_other_so_that_none_is_interrupted(tmp_path: Path) -> None:
     async def two_at_once(model: OpenAIChatModel) -> tuple[ChatReply, ChatReply]:
         first = asyncio.create_task(model.complete(_request("first")))
         await asyncio.sleep(0.3)
@@ -202,7 +203,7 @@ def test_one_call_at_a_time_keeps_llama_cpp_from_interrupting_the_first(tmp_path
     replies: list[dict[str, Any]] = [{"when": "first", "content": "x" * 40, "chunk_chars": 1, "delay_between": 0.02}]
     replies.append({"when": "second", "content": "ok"})
     with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
-        first, second = _with_model(server, two_at_once, server="llama.cpp", max_concurrency=1)
+        first, second = _with_model(server, two_at_once, server="llama.cpp")
         assert [ending for ending, _ in server.wait_for_endings(2)] == ["finished", "finished"]
     assert (first.content, second.content) == ("x" * 40, "ok")
 
