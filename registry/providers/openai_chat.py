@@ -41,9 +41,17 @@ from openai.types.chat import ChatCompletionChunk
 
 from registry.errors import ConfigurationError, ModelError
 from registry.models import close_matches, did_you_mean
-from registry.providers.chat import MAX_REPLY_BYTES, ChatReply, ChatRequest, StreamItem, TextDelta
+from registry.providers.chat import (
+    MAX_REPLY_BYTES,
+    ChatReply,
+    ChatRequest,
+    StreamItem,
+    TextDelta,
+    stream_by_completing,
+)
 from registry.providers.openai_reply import StreamAssembler, reply_from_body
 from registry.providers.openai_request import (
+    NOT_STREAMED,
     OPENAI_KINDS,
     SERVERS,
     Dialect,
@@ -51,6 +59,7 @@ from registry.providers.openai_request import (
     SentRequest,
     Server,
     build,
+    can_stream,
 )
 from registry.providers.transport import CappedTransport, RetryPolicy, first_line, status_error
 
@@ -172,7 +181,7 @@ class OpenAIChatModel:
     async def complete(self, request: ChatRequest) -> ChatReply:
         """The endpoint's reply to ``request``, after the retries 429 and 5xx
         answers get. Raises ``ModelError`` and nothing else."""
-        if self.complete_by_streaming:
+        if self.complete_by_streaming and can_stream(request, self._dialect):
             items = self.stream(request)
             try:
                 async for item in items:
@@ -191,7 +200,12 @@ class OpenAIChatModel:
         """The reply as it comes: a ``TextDelta`` per piece of text, then the
         whole ``ChatReply`` (its tool calls assembled from their pieces).
         Closing the iterator, or cancelling the task reading it, closes the
-        connection. Raises ``ModelError`` and nothing else."""
+        connection. Raises ``ModelError`` and nothing else. A reply llama.cpp
+        cannot stream comes whole, as one delta."""
+        if not can_stream(request, self._dialect):
+            async for item in stream_by_completing(self, request):
+                yield item
+            return
         sent = build(request, self._dialect, stream=True)
         timeout = request.timeout or self._default_timeout
         async with self._slot(timeout):
@@ -214,7 +228,8 @@ class OpenAIChatModel:
         """What this endpoint is sent otherwise than ``request`` asks (a
         ``tool_choice`` llama.cpp refuses, JSON mode for a schema), one
         sentence each: for a trace to say."""
-        return build(request, self._dialect, stream=False).adjustments
+        adjustments = build(request, self._dialect, stream=False).adjustments
+        return adjustments if can_stream(request, self._dialect) else (*adjustments, NOT_STREAMED)
 
     def binding_problem(self, provider: str | None) -> str | None:
         """None: the model serves whichever definition it is given to."""

@@ -17,6 +17,9 @@ servers", has the table):
 - ``parallel_tool_calls`` only with tools (OpenAI refuses it without).
 - An assistant turn that called tools is sent with ``""`` content rather
   than null (llama.cpp answers 500 to null).
+- llama.cpp cannot stream a reply when it chooses the tool itself (its
+  function-calling handler fails after the answer's head: "Automatic
+  streaming tool choice is not supported"): such a call is not streamed.
 - Structured output: a JSON schema (``json_schema``, not strict) to OpenAI,
   Azure, vLLM and LiteLLM; llama.cpp takes ``json_object`` with the schema
   beside it (it builds a grammar from it, and refuses ``json_schema``);
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from registry.providers.chat import ChatRequest, ResponseFormat
-from registry.providers.params import ProviderKind, split
+from registry.providers.params import split
 
 Server = Literal["llama.cpp", "vllm", "ollama", "litellm"]
 SERVERS: tuple[Server, ...] = ("llama.cpp", "vllm", "ollama", "litellm")
@@ -114,6 +117,18 @@ def build(request: ChatRequest, dialect: Dialect, *, stream: bool) -> SentReques
     return SentRequest(arguments, tuple(adjustments))
 
 
+def can_stream(request: ChatRequest, dialect: Dialect) -> bool:
+    """Whether the reply to ``request`` can be streamed: not from llama.cpp
+    when it is sent ``tool_choice: auto``."""
+    if dialect.server != "llama.cpp" or not request.tools:
+        return True
+    choice = request.tool_choice or "auto"
+    return choice != "auto" and not (choice == "required" and len(request.tools) > 1)
+
+
+NOT_STREAMED = "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)"
+
+
 def messages(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The conversation, each assistant turn that called tools with ``""``
     content rather than none (llama.cpp answers 500 to ``null``)."""
@@ -163,11 +178,3 @@ def response_format(wanted: ResponseFormat, dialect: Dialect, adjustments: list[
         return {"type": "json_object", "schema": schema}
     adjustments.append(f"response_format was sent as json_object, without the schema: {dialect.name} may not take one")
     return {"type": "json_object"}
-
-
-def openai_kind(kind: ProviderKind) -> OpenAIKind:
-    """``kind`` when it is one the OpenAI adapter serves; raises ``ValueError`` otherwise."""
-    for known in OPENAI_KINDS:
-        if kind == known:
-            return known
-    raise ValueError(kind)

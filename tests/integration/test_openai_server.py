@@ -159,3 +159,13 @@ def test_a_client_that_leaves_mid_stream_is_logged_as_disconnected(tmp_path: Pat
         stream.close()
         ((ending, events),) = server.wait_for_endings(1)
     assert ending == "disconnected" and events < 200
+
+
+def test_llama_cpp_cannot_stream_a_reply_whose_tool_it_chooses(tmp_path: Path) -> None:
+    tools: list[Any] = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    with ScriptedModelServer([{"tool_calls": [{"name": "f"}]}], tmp_path, flavor="llama.cpp") as server:
+        with _client(server, max_retries=0) as client:
+            stream = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice="auto", stream=True
+            )
+            assert list(stream) == []

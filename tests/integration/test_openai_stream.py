@@ -327,3 +327,25 @@ async def _failure_of(call: Awaitable[Any]) -> ModelError:
     with pytest.raises(ModelError) as caught:
         await call
     return caught.value
+
+
+def test_llama_cpp_is_not_asked_to_stream_a_reply_whose_tool_it_chooses(tmp_path: Path) -> None:
+    # Its function-calling handler fails such a stream after a 200: the
+    # reply comes whole instead, as one delta, complete()'s and stream()'s.
+    replies = [{"tool_calls": [{"name": "search", "arguments": {"query": "x"}}], "repeat": True}]
+
+    async def both(model: OpenAIChatModel) -> tuple[ChatReply, list[StreamItem], tuple[str, ...]]:
+        request = _request(tools=(SEARCH,))
+        return await model.complete(request), await _everything(model, request), model.adjustments(request)
+
+    with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
+        whole, items, adjustments = _with_model(server, both, server="llama.cpp")
+        assert [body.get("stream", False) for body in server.requests()] == [False, False]
+    assert [call.name for call in whole.tool_calls] == ["search"]
+    (reply,) = items  # no text: the reply alone
+    assert isinstance(reply, ChatReply) and reply.tool_calls == (
+        ToolCallRequest("call_2_0", "search", '{"query": "x"}'),
+    )
+    assert adjustments == (
+        "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)",
+    )

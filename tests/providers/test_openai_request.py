@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from registry.providers.chat import ChatRequest, ResponseFormat
-from registry.providers.openai_request import Dialect, Server, build
+from registry.providers.openai_request import Dialect, Server, build, can_stream
 
 SEARCH = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
 NOW = {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}
@@ -155,3 +155,14 @@ def test_json_without_a_schema_is_json_mode_everywhere() -> None:
     for dialect in (OPENAI, GENERIC, _compatible("llama.cpp")):
         sent = build(_request(response_format=ResponseFormat()), dialect, stream=False)
         assert (sent.arguments["response_format"], sent.adjustments) == ({"type": "json_object"}, ())
+
+
+def test_llama_cpp_streams_every_reply_but_one_whose_tool_it_chooses() -> None:
+    llama = _compatible("llama.cpp")
+    assert can_stream(_request(), llama)
+    assert can_stream(_request(tools=(SEARCH,), tool_choice="search"), llama)
+    assert can_stream(_request(tools=(SEARCH,), tool_choice="required"), llama)  # sent by name
+    assert can_stream(_request(tools=(SEARCH,), tool_choice="none"), llama)
+    assert not can_stream(_request(tools=(SEARCH,)), llama)
+    assert not can_stream(_request(tools=(SEARCH, NOW), tool_choice="required"), llama)  # sent as auto
+    assert can_stream(_request(tools=(SEARCH,)), GENERIC)

@@ -16,7 +16,8 @@ handle, each reproduced from where it was seen.
   ``auto``); tools without a ``tool_choice`` are dropped from the prompt,
   so the model answers in text; any model name is accepted and echoed;
   streams carry no usage and repeat the call's id and name in every
-  tool-call delta (see ``openai_stream``).
+  tool-call delta (see ``openai_stream``); a stream with ``tool_choice:
+  auto`` ends with no event after a 200 (its handler raises).
 - ``vllm``: vLLM's OpenAI server (``vllm/entrypoints/openai``): a model name
   it does not serve is a 404 (``_check_model``: "The model `x` does not
   exist."); ``tool_choice: auto`` is a 400 unless the server was started
@@ -128,7 +129,7 @@ def _llama_cpp_refusal(body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | 
         )
         return 500, error_body(text, "internal_server_error")
     if body.get("tool_choice") == "required" and body.get("tools"):
-        return 500, error_body("AssertionError", "internal_server_error")
+        return 500, error_body("", "internal_server_error")  # an AssertionError, which says nothing
     return None
 
 
@@ -154,6 +155,13 @@ def tool_calls_reach_the_client(flavor: str, body: Mapping[str, Any]) -> bool:
     if flavor != "llama.cpp":
         return True
     return bool(body.get("tools")) and body.get("tool_choice") not in (None, "none")
+
+
+def fails_to_stream(flavor: str, body: Mapping[str, Any]) -> bool:
+    """llama.cpp's function-calling handler cannot stream when it picks the
+    tool (``tool_choice: auto``): its answer's head says 200, then the body
+    ends with no event ("Automatic streaming tool choice is not supported")."""
+    return flavor == "llama.cpp" and bool(body.get("tools")) and body.get("tool_choice") == "auto"
 
 
 def answers_with_usage_in_streams(flavor: str, body: Mapping[str, Any]) -> bool:

@@ -68,6 +68,7 @@ from tests.support.openai_flavors import (
     FLAVORS,
     answers_with_usage_in_streams,
     error_body,
+    fails_to_stream,
     refusal,
     tool_calls_reach_the_client,
 )
@@ -264,6 +265,11 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        if fails_to_stream(self.options.flavor, body):
+            self._chunk(b"")
+            self.close_connection = True
+            self.log.ended(number, "error", 0)
+            return
         sent = 0
         try:
             for data in self._events(reply, body):
