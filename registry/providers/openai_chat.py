@@ -192,8 +192,9 @@ class OpenAIChatModel:
             raise AssertionError("a stream always ends with its reply")
         sent = build(request, self._dialect, stream=False)
         timeout = request.timeout or self._default_timeout
+        begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
-            body = await self._attempts(lambda: self._send(sent, timeout), timeout)
+            body, _ = await self._attempts(lambda deadline: self._send(sent, deadline), timeout, begun)
         return reply_from_body(body)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
@@ -208,9 +209,9 @@ class OpenAIChatModel:
             return
         sent = build(request, self._dialect, stream=True)
         timeout = request.timeout or self._default_timeout
+        begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
-            chunks, started = await self._attempts(lambda: self._open(sent, timeout), timeout)
-            deadline = started + timeout
+            chunks, deadline = await self._attempts(lambda deadline: self._open(sent, deadline), timeout, begun)
             try:
                 assembler = StreamAssembler()
                 while (chunk := await self._next_chunk(chunks, deadline, timeout)) is not None:
@@ -241,26 +242,23 @@ class OpenAIChatModel:
 
     # --- calls ---------------------------------------------------------------------------
 
-    async def _send(self, sent: SentRequest, timeout: float) -> bytes:
+    async def _send(self, sent: SentRequest, deadline: float) -> bytes:
         # The raw response: its body is read, as JSON, by reply_from_body.
-        raw = await self._client.chat.completions.with_raw_response.create(**sent.arguments, timeout=timeout)
+        raw = await self._client.chat.completions.with_raw_response.create(**sent.arguments, timeout=_left(deadline))
         body: bytes = raw.http_response.content
         return body
 
-    async def _open(self, sent: SentRequest, timeout: float) -> tuple[AsyncStream[ChatCompletionChunk], float]:
-        """The stream, once its answer's head came, and when its attempt
-        started: the deadline is that attempt's."""
-        started = asyncio.get_running_loop().time()
-        chunks = await self._client.chat.completions.create(**sent.arguments, timeout=timeout)
-        return cast("AsyncStream[ChatCompletionChunk]", chunks), started
+    async def _open(self, sent: SentRequest, deadline: float) -> AsyncStream[ChatCompletionChunk]:
+        """The stream, once its answer's head came."""
+        chunks = await self._client.chat.completions.create(**sent.arguments, timeout=_left(deadline))
+        return cast("AsyncStream[ChatCompletionChunk]", chunks)
 
     async def _next_chunk(
         self, chunks: AsyncStream[ChatCompletionChunk], deadline: float, timeout: float
     ) -> dict[str, Any] | list[Any] | str | None:
         """The next chunk's JSON, or None at the stream's end."""
-        left = deadline - asyncio.get_running_loop().time()
         try:
-            chunk: Any = await asyncio.wait_for(chunks.__anext__(), max(left, 0))
+            chunk: Any = await asyncio.wait_for(chunks.__anext__(), _left(deadline))
         except StopAsyncIteration:
             return None
         except Exception as exc:
@@ -268,17 +266,23 @@ class OpenAIChatModel:
         # The SDK builds chunks without validating them: their JSON, as it came, is read instead.
         return cast("dict[str, Any]", chunk.to_dict(warnings=False)) if hasattr(chunk, "to_dict") else chunk
 
-    async def _attempts(self, send: Callable[[], Awaitable[_T]], timeout: float) -> _T:
-        """``send()`` until it answers, retrying 429 and 5xx answers."""
+    async def _attempts(self, send: Callable[[float], Awaitable[_T]], timeout: float, begun: float) -> tuple[_T, float]:
+        """``send(deadline)`` until it answers, retrying 429 and 5xx answers;
+        its answer and the deadline of the attempt that gave it. The first
+        attempt's deadline counts from ``begun`` (before waiting for a slot),
+        each retry's from its start."""
+        loop = asyncio.get_running_loop()
+        deadline = begun + timeout
         attempt = 0
         while True:
             try:
-                return await asyncio.wait_for(send(), timeout)
+                return await asyncio.wait_for(send(deadline), _left(deadline)), deadline
             except openai.APIStatusError as exc:
                 if not self._retry.retries(exc.status_code, attempt):
                     raise self._translated(exc, timeout, attempts=attempt) from exc
                 await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
                 attempt += 1
+                deadline = loop.time() + timeout
             except Exception as exc:
                 raise self._translated(exc, timeout, attempts=attempt) from exc
 
@@ -344,6 +348,11 @@ class _Slot:
     async def __aexit__(self, *exc: object) -> None:
         if self._semaphore is not None:
             self._semaphore.release()
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (on the running loop's clock), at least 0."""
+    return max(deadline - asyncio.get_running_loop().time(), 0.0)
 
 
 def _dialect(kind: str | None, server: str | None, base_url: str | None) -> Dialect:

@@ -350,3 +350,27 @@ def test_concurrent_calls_share_one_model(tmp_path: Path) -> None:
 
     with ScriptedModelServer(replies, tmp_path) as server:
         assert asyncio.run(scenario(server.base_url)) == [f"answer {n}" for n in range(8)]
+
+
+def test_max_concurrency_holds_calls_back_within_their_timeout(tmp_path: Path) -> None:
+    replies: list[dict[str, Any]] = [{"when": "slow", "content": "slow", "delay": 2}]
+    replies.append({"when": "quick", "content": "quick"})
+
+    async def scenario(base_url: str) -> tuple[ChatReply | BaseException, ...]:
+        model = OpenAIChatModel(base_url=base_url, api_key="k", max_concurrency=1)
+        try:
+            slow = asyncio.create_task(model.complete(_request("slow")))
+            await asyncio.sleep(0.2)
+            return tuple(
+                await asyncio.gather(slow, model.complete(_request("quick", timeout=0.5)), return_exceptions=True)
+            )
+        finally:
+            await model.aclose()
+
+    with ScriptedModelServer(replies, tmp_path) as server:
+        slow, quick = asyncio.run(scenario(server.base_url))
+        sent = server.requests()
+    assert isinstance(slow, ChatReply) and slow.content == "slow"
+    assert isinstance(quick, ModelError) and quick.reason == "timeout"
+    assert str(quick) == "the model endpoint did not answer within 0.5 s: every connection allowed was busy"
+    assert [body["messages"][0]["content"] for body in sent] == ["slow"]  # the second was never sent

@@ -95,7 +95,8 @@ def test_streamed_tool_calls_are_assembled_from_their_pieces(tmp_path: Path) -> 
 def test_llama_cpp_streams_repeat_the_calls_name_and_carry_no_usage(tmp_path: Path) -> None:
     replies = [{"tool_calls": [{"name": "search", "arguments": {"query": "deploy tokens"}}]}]
     with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
-        *_, reply = _streamed(server, _request(tools=(SEARCH,)), server="llama.cpp")
+        *_, reply = _streamed(server, _request(tools=(SEARCH,), tool_choice="search"), server="llama.cpp")
+        assert server.requests()[0]["stream"] is True
     assert isinstance(reply, ChatReply)
     assert reply.tool_calls == (ToolCallRequest("call_1_0", "search", '{"query": "deploy tokens"}'),)
     assert reply.usage is None
