@@ -165,12 +165,31 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Placeholder:
+    """A ``{name}`` a rendered message leaves for whoever runs the prompt to
+    fill (``registry.rendering.placeholders`` says what is one)."""
+
+    message: int
+    """The index of the message in ``Prompt.messages``."""
+    name: str
+    start: int
+    """Where ``{`` is in the message's content, in characters (code points)."""
+    end: int
+    """Just after ``}``: ``content[start:end] == "{" + name + "}"``."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "name": self.name, "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True)
 class Prompt:
-    """A rendered prompt: the messages, plus model and call settings."""
+    """A rendered prompt: the messages, plus model and call settings, and
+    the placeholders the messages leave (in message order, then text order)."""
 
     messages: tuple[Message, ...]
     model: dict[str, Any] | None = None
     params: dict[str, Any] | None = None
+    placeholders: tuple[Placeholder, ...] = ()
 
     def as_dicts(self) -> list[dict[str, str]]:
         """The messages as ``[{"role", "content"}]``, ready for a chat call."""

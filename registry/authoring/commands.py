@@ -169,7 +169,11 @@ def render_command(
         return 0
     release_tag = answer.resolution.release.tag
     print(f"# {usecase}/{name} at {release_tag} ({answer.agent.digest[:19]})")
-    sys.stdout.write(answer.prompt.as_text())
+    prompt = answer.prompt
+    if prompt.placeholders:
+        left = ", ".join(f"{{{p.name}}} ({prompt.messages[p.message].role})" for p in prompt.placeholders)
+        print(f"# placeholders left for the agent loop: {left}")
+    sys.stdout.write(prompt.as_text())
     return 0
 
 

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.authoring.includegraph import IncludeCycle, IncludeGraph
-from registry.authoring.lintchecks import layout_finding, param_findings, tool_findings, usage_warnings
+from registry.authoring.lintchecks import (
+    layout_finding,
+    param_findings,
+    placeholder_findings,
+    tool_findings,
+    usage_warnings,
+)
 from registry.authoring.lintreport import Finding, LintReport, finding
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
@@ -191,6 +197,7 @@ def _check(catalog: ReleaseCatalog, graph: IncludeGraph, usecase: str, name: str
     partials, reaches_any, cycles, cycle_findings = _includes(graph, roots, file)
     warnings = [
         *usage_warnings(loaded, file),
+        *placeholder_findings(loaded, file),
         *tool_findings(loaded, file),
         *param_findings(loaded, file),
         *cycle_findings,

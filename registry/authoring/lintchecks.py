@@ -2,7 +2,7 @@
 
 A definition outside ``<usecase>/<name>.yml`` or with a name the registry
 cannot serve; inputs no template reads, and includes computed at render
-time (so lint cannot follow them); tools a template names (``Action: x``)
+time (so lint cannot follow them); placeholders nothing can fill; tools a template names (``Action: x``)
 that the definition does not declare, ``x-`` keys on tools that look like a
 misspelt one the executor reads, JSON examples of the reply format that
 a ``react_json`` agent's own parser would reject, and ``model.params`` keys
@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from registry.authoring.lintreport import Finding, finding
 from registry.format.definition import NAME_PATTERN, TOOL_EXTENSIONS
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
 from registry.format.parsers import OutputParser, ParseError
+from registry.format.spec import RUNTIME_PLACEHOLDERS
 from registry.models import close_matches, did_you_mean, shorten
 from registry.providers.params import NEUTRAL, TABLES, WELL_KNOWN, unsupported
+from registry.rendering import find_placeholders
 
 # A provider's own name for a neutral parameter (Anthropic's stop_sequences),
 # which a definition writes in the neutral vocabulary.
@@ -46,13 +48,15 @@ def layout_finding(parts: list[str], file: str) -> Finding | None:
 
 
 def usage_warnings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
-    """Inputs no template reads, and includes computed at render time."""
+    """Inputs no template reads (as a variable or a placeholder), and
+    includes computed at render time."""
     compiled = loaded.compiled
     inputs = loaded.definition.get("inputs")
     properties = inputs.get("properties") if isinstance(inputs, dict) else None
     # With a computed include, any partial may read any input.
     if isinstance(properties, dict) and not compiled.dynamic_includes:
-        for unused in sorted(set(properties) - compiled.variables):
+        placed = frozenset().union(*compiled.placeholders.values())
+        for unused in sorted(set(properties) - compiled.variables - placed):
             yield finding(
                 "unused-input",
                 file,
@@ -66,6 +70,56 @@ def usage_warnings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
             "a template computes an include name at render time",
             at=("prompt_templates",),
         )
+
+
+def placeholder_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
+    """Placeholders that no input and no runtime variable can fill. Only when
+    the definition declares ``inputs``: without, any input may fill one."""
+    compiled = loaded.compiled
+    inputs = loaded.definition.get("inputs")
+    properties = inputs.get("properties") if isinstance(inputs, dict) else None
+    if compiled.pattern is not None or not isinstance(properties, dict):
+        return
+    spec = compiled.spec
+    fillable = set(properties) | spec.runtime_placeholders | ({"tools"} if spec.tools else set())
+    templates: dict[str, str] = dict(spec.templates)
+    for role, names in compiled.placeholders.items():
+        for name in sorted(names - fillable):
+            line, partial = _written_where(name, templates.get(role, ""), loaded.partials, compiled.partials)
+            written = f" (written in {partial}, line {line})" if partial else ""
+            kinds = RUNTIME_PLACEHOLDERS.get(name)
+            if kinds is None:
+                message = (
+                    f"{role} template: placeholder {{{name}}}{written} is filled by no input and no runtime variable"
+                )
+                hint = (
+                    f"declare {name!r} under inputs.properties, or print it, {{{{ '{{{name}}}' }}}}, to keep it as text"
+                )
+            else:
+                message = (
+                    f"{role} template: the executor fills {{{name}}}{written} for {', '.join(kinds)} agents only,"
+                    f" and this one is {spec.kind}"
+                )
+                hint = f"declare {name!r} under inputs.properties, or use another agent type"
+            yield finding(
+                "unfilled-placeholder",
+                file,
+                message,
+                hint=hint,
+                at=("prompt_templates", role),
+                template_line=None if partial else line,
+            )
+
+
+def _written_where(
+    name: str, source: str, partials: Mapping[str, str], reached: Iterable[str]
+) -> tuple[int | None, str | None]:
+    """Where placeholder ``name`` is first written: its line in the role's
+    template (and None), or its line in the first partial that writes it (and its name)."""
+    for where, text in [(None, source), *((partial, partials.get(partial, "")) for partial in sorted(reached))]:
+        for placeholder in find_placeholders(text, names={name}):
+            return text.count("\n", 0, placeholder.start) + 1, where
+    return None, None
 
 
 _ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*[`'\"*]*([A-Za-z_][A-Za-z0-9_]*)[`'\"*]*[ \t]*$", re.MULTILINE)

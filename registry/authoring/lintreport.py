@@ -152,6 +152,12 @@ RULES: dict[str, Rule] = {
             "make the pattern smaller, or raise limits.max_llm_calls",
         ),
         Rule(
+            "unfilled-placeholder",
+            "error",
+            "a template writes a placeholder ({name}) that no input and no runtime variable can fill",
+            "declare it under inputs.properties, or print it, {{ '{name}' }}, to keep it as text",
+        ),
+        Rule(
             "tool-extension",
             "warning",
             "an x- key on a tool that looks like a misspelt one the executor reads",
@@ -181,12 +187,18 @@ class Finding:
     path: str = ""
     at: JsonPath = ()
     """The path as keys, for ``located``."""
+    template_line: int | None = None
+    """For a finding inside the template at ``at``: its line in the template (1-based)."""
 
     def located(self, document: YamlDocument) -> Finding:
-        """With the line and column of ``at`` in ``document``."""
-        position = document.position(self.at, key=True) if self.at else None
+        """With the line and column of ``at`` in ``document``; inside a
+        literal block template, of the template line."""
+        position = document.position(self.at, key=self.template_line is None) if self.at else None
         if position is None:
             return self
+        if self.template_line is not None and position.block:
+            # A literal block's text starts on the line after "|", one template line per file line.
+            return replace(self, line=position.line + self.template_line, column=None)
         return replace(self, line=position.line, column=position.column)
 
     def __post_init__(self) -> None:
@@ -250,9 +262,17 @@ def finding(
     hint: str | None = None,
     at: JsonPath = (),
     line: int | None = None,
+    template_line: int | None = None,
 ) -> Finding:
     """A finding of the rule ``rule_id``, with the rule's own hint unless given one."""
     rule = RULES[rule_id]
     return Finding(
-        rule=rule.id, severity=rule.severity, file=file, message=message, hint=hint or rule.hint, at=at, line=line
+        rule=rule.id,
+        severity=rule.severity,
+        file=file,
+        message=message,
+        hint=hint or rule.hint,
+        at=at,
+        line=line,
+        template_line=template_line,
     )

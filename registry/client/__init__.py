@@ -6,6 +6,7 @@
     agent = client.get("chat", "minimal")
     prompt = agent.render(question="...")
     prompt.as_dicts()   # [{"role": ..., "content": ...}]
+    prompt.placeholders # the {name}s left for the agent loop (registry.rendering.placeholders)
 
 Importing it imports none of the server's dependencies (Flask, Redis,
 GitPython) nor its serving modules. It shares with the server what makes a
@@ -35,7 +36,7 @@ from registry.errors import (
 )
 from registry.format.bundle import Bundle
 from registry.format.parsers import FinalAnswer, ParseError, ParseResult, ToolCall
-from registry.models import Message, Prompt, Release, Resolution
+from registry.models import Message, Placeholder, Prompt, Release, Resolution
 
 __all__ = [
     "Agent",
@@ -51,6 +52,7 @@ __all__ = [
     "NotFound",
     "ParseError",
     "ParseResult",
+    "Placeholder",
     "Prompt",
     "RegistryClient",
     "RegistryError",

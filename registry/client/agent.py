@@ -95,6 +95,10 @@ class Agent:
         become lists, keys become strings; NaN and values JSON cannot carry
         are refused), are checked against the agent's ``inputs`` schema, and
         are rendered by the server's own sandboxed renderer with its limits.
+        Then an input fills each placeholder of its name that the Jinja
+        render left (``render(question="...")`` fills ``{question}``);
+        ``Prompt.placeholders`` lists those left for the agent loop
+        (``{agent_scratchpad}``).
         Raises ``InvalidRequest``, ``InvalidInputs`` or ``RenderError``; the
         last two name this agent and its release in their message.
         """

@@ -33,7 +33,7 @@ from registry.errors import (
 from registry.format.bundle import Bundle, BundledAgent
 from registry.format.definition import check_agent_name
 from registry.format.versions import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
-from registry.models import Issue, Message, Prompt, Release, Resolution
+from registry.models import Issue, Message, Placeholder, Prompt, Release, Resolution
 
 log = logging.getLogger("registry.client")
 
@@ -200,7 +200,10 @@ class ClientCore:
         try:
             messages = tuple(Message(_text(m["role"]), _text(m["content"])) for m in body["messages"])
             return Prompt(
-                messages=messages, model=_object_or_none(body.get("model")), params=_object_or_none(body.get("params"))
+                messages=messages,
+                model=_object_or_none(body.get("model")),
+                params=_object_or_none(body.get("params")),
+                placeholders=tuple(_placeholder(p, messages) for p in body.get("placeholders", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise self.malformed(response, exc) from exc
@@ -389,6 +392,21 @@ def _release(data: dict[str, Any]) -> Release:
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _placeholder(value: Any, messages: tuple[Message, ...]) -> Placeholder:
+    """One of a render answer's ``placeholders``: it must be where it says."""
+    index, start, end = (_count(value[key]) for key in ("message", "start", "end"))
+    name = _text(value["name"])
+    if index >= len(messages) or messages[index].content[start:end] != f"{{{name}}}":
+        raise ValueError(f"placeholder {name!r} is not where it says")
+    return Placeholder(index, name, start, end)
+
+
+def _count(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError(f"expected a non-negative integer, got {value!r}")
     return value
 
 

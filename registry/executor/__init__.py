@@ -14,6 +14,7 @@ the model interface and the providers' adapters are ``registry.providers``),
 ``tools`` (binding and calling tools), ``mcp_tools`` (tools from MCP servers), ``retrieval`` (retrievers
 and the embedded SQLite FTS5 index), ``runtime`` (what a run shares:
 context, budget, outcomes), ``leaves`` (the loop per agent type),
+``runtime_placeholders`` (what it fills a prompt's placeholders with),
 ``patterns`` (composites), ``trace`` and ``otel`` (what a run did),
 ``events`` and ``streaming`` (a streamed run's events, and how its answer's
 text is held until it is sure), ``sources`` (the registry clients it

@@ -9,8 +9,14 @@
 - ``react``: each reply is read by the agent's ``output_parser``: a tool call
   runs the tool and the observation goes back as a user message
   (``Observation: ...`` for ``react_text``, ``{"observation": ...}`` for
-  ``react_json``); a parse error sends its observation so the model can
-  correct itself; a final answer ends the loop.
+  ``react_json``), or, when the template places ``{agent_scratchpad}``, into
+  the scratchpad, and the messages are rendered again around it; a parse
+  error sends its observation so the model can correct itself; a final
+  answer ends the loop.
+
+Placeholders the render's inputs leave are filled first
+(``registry.executor.runtime_placeholders``); one nothing fills fails the
+run before its first call.
 - ``rag``: with ``force_retrieval``, ``top_k`` passages are retrieved for the
   query input before the first call and passed as the input ``passages``
   (a list of ``{title, text}``); otherwise the model is offered a ``retrieve``
@@ -35,10 +41,12 @@ from registry.errors import InvalidInputs, ModelError, RenderError
 from registry.executor import provenance
 from registry.executor.journal import PendingAction
 from registry.executor.runtime import AgentOutput, Blocked, Exhausted, Failed, RunContext, reference
+from registry.executor.runtime_placeholders import PlacedPrompt, history_text, scratchpad_step, unfilled
 from registry.executor.streaming import stream_reply, write_text
 from registry.executor.structured import repair_attempts, repair_request, response_format
 from registry.executor.tools import ToolResult
 from registry.executor.trace import Span
+from registry.executor.turns import PASSAGES, assistant_with_calls, observation, retrieval_query
 from registry.format.composite import DEFAULT_TOOL_ROUNDS
 from registry.format.parsers import FinalAnswer, ParseError, ToolCall
 from registry.format.spec import ToolSpec
@@ -47,7 +55,6 @@ from registry.providers.chat import ChatReply, ChatRequest
 
 DEFAULT_TOP_K = 4
 RETRIEVE_TOOL = "retrieve"
-_PASSAGES = "passages"
 
 
 async def run_leaf(
@@ -95,6 +102,9 @@ def _forced(agent: Agent) -> bool:
 class _Loop:
     """One leaf's run: its messages so far and the calls it makes."""
 
+    placed: PlacedPrompt
+    """The rendered prompt and the executor's values for its placeholders (``render`` sets it)."""
+
     def __init__(self, agent: Agent, ctx: RunContext, span: Span) -> None:
         self.agent = agent
         self.spec = agent.compiled.spec
@@ -113,18 +123,29 @@ class _Loop:
     # --- rendering -----------------------------------------------------------------------
 
     def render(self, inputs: dict[str, Any], history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The first messages: the prompt rendered, the placeholders its inputs
+        leave filled from the runtime's own variables, and the prior turns of
+        a conversation after its system messages (as ``{chat_history}``
+        instead, when the template places them)."""
         try:
             prompt = self.agent.render(inputs)
         except (InvalidInputs, RenderError) as exc:
             raise Failed(f"cannot render {self.name}: {exc.detail}") from exc
-        messages: list[dict[str, Any]] = [message.as_dict() for message in prompt.messages]
-        if history:
-            leading = 0
-            while leading < len(messages) and messages[leading]["role"] == "system":
-                leading += 1
-            messages[leading:leading] = [dict(turn) for turn in history]
+        left = {placeholder.name for placeholder in prompt.placeholders}
+        for placeholder in prompt.placeholders:
+            if placeholder.name not in self.spec.runtime_placeholders:
+                raise Failed(unfilled(self.name, prompt, placeholder))
+        values: dict[str, str] = {}
+        if "chat_history" in left:
+            values["chat_history"] = history_text(history)
+            history = ()
+        if "agent_scratchpad" in left:
+            values["agent_scratchpad"] = ""
+        self.placed = PlacedPrompt(prompt, values, tuple(dict(turn) for turn in history))
         self.span.set(**{"registry.rendered_messages": len(prompt.messages)})
-        return messages
+        if left:
+            self.span.set(**{"registry.placeholders": sorted(left)})
+        return self.placed.messages()
 
     # --- the model -----------------------------------------------------------------------
 
@@ -175,17 +196,7 @@ class _Loop:
                 if ctx.journal is not None:
                     ctx.journal.record(key, {"kind": "model", "reply": reply.as_dict()})
             ctx.totals.replied(reply.usage)
-            attributes: dict[str, Any] = {"registry.reply": reply.as_dict()}
-            if reply.model is not None:
-                attributes["gen_ai.response.model"] = reply.model
-            if reply.finish_reason is not None:
-                attributes["gen_ai.response.finish_reasons"] = [reply.finish_reason]
-            if reply.response_id is not None:
-                attributes["gen_ai.response.id"] = reply.response_id
-            if reply.usage is not None:
-                attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
-                attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
-            span.set(**attributes, **provenance.served(request, reply))
+            span.set(**provenance.reply_attributes(reply), **provenance.served(request, reply))
             mismatch = provenance.model_mismatch(self.name, request, reply)
             if mismatch is not None and mismatch not in ctx.totals.warnings:
                 ctx.totals.warnings.append(mismatch)
@@ -416,7 +427,7 @@ class _Loop:
                     f"{self.name} still asked for tools after {limit} model calls (max_iterations {limit})",
                     output=reply.content or None,
                 )
-            messages.append(_assistant_with_calls(reply))
+            messages.append(assistant_with_calls(reply))
             self.called_tools = True
             for index, call in enumerate(reply.tool_calls):
                 output = await self._native_call(declared, call, index, reply.content or None)
@@ -435,9 +446,13 @@ class _Loop:
         return (await self.run_tool(tool, arguments, call_id=call.id, index=index, thought=thought)).output
 
     async def react(self, messages: list[dict[str, Any]]) -> AgentOutput:
+        """The ReAct loop. When the template places ``{agent_scratchpad}``,
+        each round renders the messages again with the steps so far in it;
+        otherwise each step is appended as an assistant and a user turn."""
         declared = self.declared()
         parser_type = self.spec.parser_type
         limit = _max_iterations(self.agent)
+        scratchpad: list[str] | None = [] if "agent_scratchpad" in self.placed.values else None
         for number in range(1, limit + 1):
             reply = await self.chat(messages)
             parsed = self._parse(reply.content)
@@ -447,19 +462,33 @@ class _Loop:
                 result = await self.run_tool(
                     declared[parsed.name], parsed.arguments, call_id=None, index=0, thought=parsed.thought
                 )
-                observation = result.output
+                seen = result.output
             elif isinstance(parsed, ToolCall):  # the parser knows the same tools: kept for safety
-                observation = f"Error: there is no tool named {shorten(parsed.name)!r}."
+                seen = f"Error: there is no tool named {shorten(parsed.name)!r}."
             else:
-                observation = parsed.observation
+                seen = parsed.observation
             if number == limit:
                 raise Exhausted(
                     f"{self.name} gave no final answer in {limit} model calls (max_iterations {limit})",
                     output=reply.content or None,
                 )
-            messages.append({"role": "assistant", "content": reply.content})
-            messages.append({"role": "user", "content": _observation(parser_type, observation)})
+            if scratchpad is None:
+                messages.append({"role": "assistant", "content": reply.content})
+                messages.append({"role": "user", "content": observation(parser_type, seen)})
+            else:
+                scratchpad.append(scratchpad_step(parser_type, reply.content, observation(parser_type, seen)))
+                messages = self._with_scratchpad(messages, "\n".join(scratchpad))
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _with_scratchpad(self, messages: list[dict[str, Any]], scratchpad: str) -> list[dict[str, Any]]:
+        """The messages rendered again around ``scratchpad``; the next call's
+        span carries them from the first that changed."""
+        renewed = self.placed.messages(agent_scratchpad=scratchpad)
+        unchanged = 0
+        while unchanged < min(len(messages), len(renewed)) and messages[unchanged] == renewed[unchanged]:
+            unchanged += 1
+        self.sent = unchanged
+        return renewed
 
     # --- retrieval -----------------------------------------------------------------------
 
@@ -503,9 +532,9 @@ class _Loop:
     async def with_passages(self, inputs: dict[str, Any]) -> dict[str, Any]:
         self._retriever()  # an unbound retriever fails before anything else
         if _forced(self.agent):
-            return {**inputs, _PASSAGES: await self.retrieve(_query(self.agent, inputs))}
-        if _PASSAGES in self.spec.declared_inputs and _PASSAGES not in inputs:
-            return {**inputs, _PASSAGES: []}
+            return {**inputs, PASSAGES: await self.retrieve(retrieval_query(self.agent, inputs))}
+        if PASSAGES in self.spec.declared_inputs and PASSAGES not in inputs:
+            return {**inputs, PASSAGES: []}
         return inputs
 
     async def rag_with_tool(self, messages: list[dict[str, Any]]) -> AgentOutput:
@@ -521,7 +550,7 @@ class _Loop:
         reply = await self.chat(messages, [tool], tool_choice="auto")
         if not reply.tool_calls:
             return await self.answer(reply, messages)
-        messages.append(_assistant_with_calls(reply))
+        messages.append(assistant_with_calls(reply))
         for call in reply.tool_calls:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": await self._retrieve_call(call)})
         return await self.answer(await self.chat(messages), messages)
@@ -542,41 +571,3 @@ class _Loop:
 
 def _max_iterations(agent: Agent) -> int:
     return agent.compiled.spec.max_iterations or DEFAULT_TOOL_ROUNDS
-
-
-def _assistant_with_calls(reply: ChatReply) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": reply.content or None,
-        "tool_calls": [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-            for call in reply.tool_calls
-        ],
-    }
-
-
-def _observation(parser_type: Any, text: str) -> str:
-    if parser_type == "react_json":
-        return json.dumps({"observation": text}, ensure_ascii=False)
-    return f"Observation: {text}"
-
-
-def _query(agent: Agent, inputs: Mapping[str, Any]) -> str:
-    """The retrieval query: the input named ``query`` or ``question``, else
-    the one required string input (``passages`` aside)."""
-    for name in ("query", "question"):
-        if isinstance(inputs.get(name), str):
-            return str(inputs[name])
-    spec = agent.compiled.spec
-    declared, required = spec.declared_inputs, spec.required_inputs
-    strings = [
-        name
-        for name in required
-        if name != _PASSAGES and isinstance(declared.get(name), dict) and declared[name].get("type") == "string"
-    ]
-    if len(strings) == 1 and isinstance(inputs.get(strings[0]), str):
-        return str(inputs[strings[0]])
-    raise Failed(
-        f"{reference(agent)}: cannot tell which input is the retrieval query; name it 'query' or 'question',"
-        " or declare exactly one required string input"
-    )

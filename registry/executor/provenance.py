@@ -50,3 +50,18 @@ def _same_model(sent: str, answered: str) -> bool:
     # An alias is answered with the snapshot it points to: gpt-4o with
     # gpt-4o-2024-08-06, llama3 with llama3:latest. Not a different model.
     return answered == sent or answered.startswith(tuple(sent + separator for separator in _SNAPSHOT_SEPARATORS))
+
+
+def reply_attributes(reply: ChatReply) -> dict[str, Any]:
+    """What a chat span records of the reply: itself, and the GenAI attributes it gives."""
+    attributes: dict[str, Any] = {"registry.reply": reply.as_dict()}
+    if reply.model is not None:
+        attributes["gen_ai.response.model"] = reply.model
+    if reply.finish_reason is not None:
+        attributes["gen_ai.response.finish_reasons"] = [reply.finish_reason]
+    if reply.response_id is not None:
+        attributes["gen_ai.response.id"] = reply.response_id
+    if reply.usage is not None:
+        attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
+        attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
+    return attributes

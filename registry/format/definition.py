@@ -55,7 +55,10 @@ from registry.rendering import (
     TemplateNotFound,
     analyse_partial,
     normalize_include_name,
+    partial_placeholders,
+    placeholders_from_inputs,
     render_messages,
+    written_names,
 )
 
 # registry/schemas links to the top-level schemas/, so that an installed
@@ -107,6 +110,9 @@ class CompiledAgent:
     composite, the inputs its expressions read."""
     pattern: Pattern | None = None
     """A composite's pattern (None for a prompt definition)."""
+    placeholders: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """By role, the names its template (with the partials it includes by a
+    literal name) writes as placeholders; only roles that write one."""
 
     @cached_property
     def spec(self) -> AgentSpec:
@@ -119,7 +125,9 @@ class CompiledAgent:
         return OutputParser.from_definition(self.definition)
 
     def render(self, inputs: Any, *, limits: RenderLimits, measured: bool = False) -> Prompt:
-        """Validate ``inputs`` and render every role's template, in file order.
+        """Validate ``inputs`` and render every role's template, in file order;
+        then fill the placeholders the inputs name, and list those left
+        (``registry.rendering.placeholders``).
 
         Inputs over the input budget of ``limits`` are refused before any
         schema work: too much text as ``PayloadTooLarge`` (more than a
@@ -141,11 +149,10 @@ class CompiledAgent:
         if tools is not None and "tools" not in variables:
             variables["tools"] = _tools_for_templates(tools)
         messages: tuple[Message, ...] = render_messages(self.templates, variables, limits=limits, deadline=deadline.at)
-        return Prompt(
-            messages=messages,
-            model=self.definition.get("model"),
-            params=self.definition.get("params"),
-        )
+        prompt = Prompt(messages=messages, model=self.definition.get("model"), params=self.definition.get("params"))
+        if not self.placeholders:
+            return prompt
+        return placeholders_from_inputs(prompt, self.placeholders, variables, limits=limits, deadline=deadline.at)
 
     def check_inputs(self, inputs: Any, *, limits: RenderLimits) -> dict[str, Any]:
         """``inputs`` checked as a render checks them (the budget of
@@ -221,6 +228,7 @@ def compile_definition(
         inputs=inputs_schema,
         variables=read,
         pattern=pattern,
+        placeholders={role: names for role, names in compiled.placeholders.items() if names},
     )
 
 
@@ -233,6 +241,8 @@ class _Templates:
     dynamic: bool = False
     needed: dict[str, set[str]] = field(default_factory=dict)
     """Per role: every variable its template and the partials it reaches read."""
+    placeholders: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per role: every placeholder name its template and the partials it reaches write."""
     issues: list[Issue] = field(default_factory=list)
 
 
@@ -260,6 +270,9 @@ def _compile_templates(
         found.dynamic = found.dynamic or is_dynamic
         found.issues.extend(locate(f"{role} template: {message}", path, rule=rule) for rule, message in include_issues)
         found.needed[role] = set(compiled.variables) | variables
+        found.placeholders[role] = written_names(source).union(
+            *(partial_placeholders(environment, partial) for partial in reached)
+        )
     return found
 
 

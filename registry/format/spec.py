@@ -34,6 +34,15 @@ DEFAULT_REPAIR_ATTEMPTS = 1
 TOOL_KINDS: tuple[AgentKind, ...] = ("tool_calling", "react")
 """The kinds that call the tools they declare (and take ``max_iterations``)."""
 
+RUNTIME_PLACEHOLDERS: Mapping[str, tuple[AgentKind, ...]] = {
+    "chat_history": ("vanilla", "tool_calling", "rag", "react"),
+    "agent_scratchpad": ("react",),
+}
+"""The placeholders (``registry.rendering.placeholders``) the executor fills
+itself when the inputs leave them, and in which kinds of leaf: the prior
+turns of a conversation as text, and a ReAct agent's thoughts, actions and
+observations so far."""
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -178,6 +187,11 @@ class AgentSpec:
     def required_inputs(self) -> Sequence[str]:
         """``inputs.required``, in order (empty without one)."""
         return (self.inputs.get("required") if self.inputs is not None else None) or ()
+
+    @property
+    def runtime_placeholders(self) -> frozenset[str]:
+        """The placeholders the executor fills for an agent of this kind (``RUNTIME_PLACEHOLDERS``)."""
+        return frozenset(name for name, kinds in RUNTIME_PLACEHOLDERS.items() if self.kind in kinds)
 
     def tool(self, name: str) -> ToolSpec | None:
         """The declared tool named ``name``."""

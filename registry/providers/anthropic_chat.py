@@ -360,7 +360,7 @@ def _direct_client(common: dict[str, Any], api_key: str | None) -> anthropic.Asy
 def _vertex_client(
     common: dict[str, Any], region: str | None, project_id: str | None, access_token: str | None
 ) -> anthropic.AsyncAnthropicVertex:
-    if access_token is None and importlib.util.find_spec("google.auth") is None:
+    if access_token is None and not _installed("google.auth"):
         raise ConfigurationError(
             "Claude on vertex without an access token needs google-auth: pip install 'prompt-registry[vertex]'"
         )
@@ -386,7 +386,7 @@ def _bedrock_client(
     aws_session_token: str | None,
     aws_profile: str | None,
 ) -> anthropic.AsyncAnthropicBedrock:
-    if importlib.util.find_spec("botocore") is None:
+    if not _installed("botocore"):
         # The SDK signs with it, and decodes Bedrock's event streams with it.
         raise ConfigurationError("Claude on bedrock needs boto3: pip install 'prompt-registry[bedrock]'")
     with _settings_of("bedrock"):
@@ -399,3 +399,13 @@ def _bedrock_client(
             aws_profile=aws_profile,
             **common,
         )
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported: ``find_spec`` of a dotted name
+    raises, rather than answering None, when its parent package is missing
+    (``google`` for ``google.auth``)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False

@@ -76,16 +76,15 @@ def _common(binding: Binding, max_retries: int) -> dict[str, Any]:
 
 
 def _openai(binding: Binding, api_key: str | None, max_retries: int) -> dict[str, Any]:
-    # OpenAIChatModel's keywords today. The kind ("openai" or
-    # "openai_compatible") and the server hint reach it once its adapter
-    # takes them (`kind=binding.kind, server=binding.server`).
-    return {"base_url": binding.base_url, "api_key": api_key, **_common(binding, max_retries)}
+    options = {"base_url": binding.base_url, "api_key": api_key, "kind": binding.kind, **_common(binding, max_retries)}
+    if binding.kind == "openai_compatible" and binding.server is not None:
+        options["server"] = binding.server
+    return options
 
 
 def _azure(binding: Binding, api_key: str | None, max_retries: int) -> dict[str, Any]:
     return {
         **_openai(binding, api_key, max_retries),
-        "kind": "azure_openai",
         "api_version": binding.api_version,
         "azure_deployment": binding.deployment,
     }

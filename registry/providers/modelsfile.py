@@ -36,12 +36,13 @@ from urllib.parse import urlsplit
 from registry.errors import ConfigurationError, summarize
 from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, location, shorten
+from registry.providers import openai_request
 from registry.providers.params import KINDS, WELL_KNOWN, ProviderKind
 
 DEFAULT_PROVIDER = "openai"
 """The provider of a definition that names none, when the file sets no ``default:``."""
 
-SERVERS = ("llama.cpp", "vllm", "ollama", "litellm")
+SERVERS = openai_request.SERVERS
 """The OpenAI-compatible servers whose differences the adapter knows (``server:``)."""
 
 COMMON_KEYS = ("kind", "base_url", "max_concurrency", "timeout", "max_retries")

@@ -1,44 +1,66 @@
-"""The model of any OpenAI-compatible Chat Completions endpoint (OpenAI,
-vLLM, llama.cpp, LiteLLM...), through the official ``openai`` SDK.
+"""The model of OpenAI's Chat Completions API, of Azure OpenAI and of any
+OpenAI-compatible server (vLLM, llama.cpp, Ollama, LiteLLM...), through
+the official ``openai`` SDK (``AsyncOpenAI``, ``AsyncAzureOpenAI``).
 
-The SDK builds and sends the request; the policy is ours:
+The SDK builds and sends the request and decodes server-sent events; the
+request's vocabulary is ``openai_request``'s, the reading of the reply
+``openai_reply``'s, and the policy is ours:
 
-- retries: only for 429 and 5xx answers, with capped exponential backoff and
-  jitter, honouring ``Retry-After``; the SDK's own retries are off, so that
-  no other policy hides behind this one;
-- a deadline per attempt: ``ChatRequest.timeout``, else ``default_timeout``;
-- bounded memory: the transport under the SDK (``_CappedTransport``) stops
-  reading a body at ``max_reply_bytes``;
+- retries: only for 429 and 5xx answers, and only before a reply's first
+  byte (a stream is never restarted), with capped exponential backoff and
+  jitter, honouring ``Retry-After``; the SDK's own retries are off, so
+  that no other policy hides behind this one;
+- a deadline per attempt: ``ChatRequest.timeout``, else
+  ``default_timeout``, from sending the request to the reply's last byte
+  (a stream's last chunk); waiting for one of ``max_concurrency`` calls
+  counts in the first attempt's;
+- a cancelled or timed-out stream closes its connection, so that the
+  server stops generating; for llama.cpp ``complete`` streams under the
+  hood for that reason (``complete_by_streaming``): llama.cpp goes on
+  generating a whole reply nobody waits for, and the next request waits
+  behind it;
+- bounded memory: the transport under the SDK (``CappedTransport``) stops
+  reading a body, streamed or not, at ``max_reply_bytes``;
 - one error: every failure is a ``ModelError`` whose ``reason`` says which
   (``status``, ``timeout``, ``connection``, ``malformed``, ``too-large``),
-  raised ``from`` the SDK's or the JSON decoder's exception when there is one.
-
-The reply is read from the body's JSON here rather than from the SDK's
-parsed object: the SDK builds that object without validating it, so a body
-that is not a chat completion comes back as a string, a list, or a
-completion whose fields are missing or of any type.
+  raised ``from`` the SDK's or the JSON decoder's exception; the API key
+  never appears in one (nor in the model's ``repr``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
+from openai import AsyncStream
+from openai.types.chat import ChatCompletionChunk
 
 from registry.errors import ConfigurationError, ModelError
+from registry.models import close_matches, did_you_mean
 from registry.providers.chat import (
     MAX_REPLY_BYTES,
     ChatReply,
     ChatRequest,
     StreamItem,
-    ToolCallRequest,
-    Usage,
+    TextDelta,
     stream_by_completing,
+)
+from registry.providers.openai_reply import StreamAssembler, reply_from_body
+from registry.providers.openai_request import (
+    NOT_STREAMED,
+    OPENAI_KINDS,
+    SERVERS,
+    Dialect,
+    OpenAIKind,
+    SentRequest,
+    Server,
+    build,
+    can_stream,
 )
 from registry.providers.transport import CappedTransport, RetryPolicy, first_line, status_error
 
@@ -46,152 +68,329 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-set"
 """Sent as the API key when there is none: local servers need none, and the
 SDK refuses to start without one (or reads ``OPENAI_API_KEY`` itself)."""
-_NATIVE_PARAMS = ("temperature", "top_p", "max_tokens", "stop")
-"""Sampling parameters of the Chat Completions API; the others (``top_k``,
-which vLLM and llama.cpp accept) go in the body as extra fields."""
+_SECRET_CHARS = 8
+_TIMEOUT_AT: Callable[[float], AbstractAsyncContextManager[None]] | None = getattr(asyncio, "timeout_at", None)
+_T = TypeVar("_T")
 
 
 class OpenAIChatModel:
-    """A ``ChatModel`` over an OpenAI-compatible endpoint at ``base_url``
-    (None: OpenAI's own). ``api_key`` None sends a placeholder."""
+    """A ``ChatModel`` over OpenAI, Azure OpenAI or an OpenAI-compatible endpoint.
+
+    Every option is a keyword (a models file's binding names the same ones):
+
+    - ``base_url``: the endpoint (``http://host:8000/v1``); for Azure, the
+      resource's endpoint (``https://NAME.openai.azure.com``); None: OpenAI's.
+    - ``api_key``: None sends a placeholder (never the environment's: the
+      caller passes what it read).
+    - ``kind``: ``openai``, ``azure_openai`` or ``openai_compatible``; None:
+      ``openai_compatible`` for a ``base_url`` other than OpenAI's, else ``openai``.
+    - ``server``: which compatible server it is, for its known differences
+      (``llama.cpp``, ``vllm``, ``ollama``, ``litellm``); None: a generic one.
+    - ``api_version``, ``azure_deployment``: Azure's (the deployment, when
+      not given, is the request's model name, as the SDK does).
+    - ``max_retries``, ``backoff``, ``max_backoff``: the retry policy of 429 and 5xx.
+    - ``default_timeout``: seconds per attempt when the request names none.
+    - ``max_reply_bytes``: the most of a reply's body read.
+    - ``max_concurrency``: calls in flight at once; None: no limit, except
+      1 for llama.cpp (llama-cpp-python interrupts a stream for the next request).
+    - ``complete_by_streaming``: ``complete`` streams under the hood, so
+      that a timeout stops the server; None: for llama.cpp only.
+    """
 
     def __init__(
         self,
         *,
-        base_url: str | None,
-        api_key: str | None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        kind: str | None = None,
+        server: str | None = None,
+        api_version: str | None = None,
+        azure_deployment: str | None = None,
         max_retries: int = 3,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         default_timeout: float = 60.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_concurrency: int | None = None,
+        complete_by_streaming: bool | None = None,
     ) -> None:
         if default_timeout <= 0 or max_reply_bytes <= 0:
             raise ConfigurationError("the model timeout and reply size cap must be more than 0")
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self.description = f"openai {self.base_url}"
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ConfigurationError("max_concurrency must be 1 or more (or none, for no limit)")
+        self._dialect = _dialect(kind, server, base_url)
+        self.kind: OpenAIKind = self._dialect.kind
+        self.server: Server | None = self._dialect.server
+        self._base_url = base_url or DEFAULT_BASE_URL
+        # Redacted from messages; a few letters (a test's "k") are no secret,
+        # and replacing them would garble every message.
+        secrets = (api_key, urlsplit(self._base_url).password)
+        self._secrets = tuple(secret for secret in secrets if secret and len(secret) >= _SECRET_CHARS)
+        self.base_url = _without_credentials(self._base_url)
+        """The endpoint, without any user and password it was given."""
+        self.description = self._describe(azure_deployment)
         self._retry = RetryPolicy(max_retries, backoff, max_backoff)
         self._default_timeout = default_timeout
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or _NO_KEY,
-            max_retries=0,
-            timeout=default_timeout,
-            # The SDK's defaults (connection limits, redirects), over our transport.
-            http_client=openai.DefaultAsyncHttpx2Client(
-                transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
-            ),
+        # llama-cpp-python's server makes one reply at a time and ends a
+        # stream (with no finish reason) as soon as another request comes:
+        # calls to it wait for each other here instead.
+        self._max_concurrency = 1 if max_concurrency is None and self.server == "llama.cpp" else max_concurrency
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self.complete_by_streaming = (
+            self.server == "llama.cpp" if complete_by_streaming is None else complete_by_streaming
         )
+        # The SDK's defaults (connection limits, redirects), over our transport.
+        http_client = openai.DefaultAsyncHttpx2Client(
+            transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
+        )
+        self._client = self._sdk_client(api_key, api_version, azure_deployment, http_client)
+
+    def _sdk_client(
+        self,
+        api_key: str | None,
+        api_version: str | None,
+        azure_deployment: str | None,
+        http_client: httpx2.AsyncClient,
+    ) -> openai.AsyncOpenAI:
+        common: dict[str, Any] = {
+            "api_key": api_key or _NO_KEY,
+            "max_retries": 0,
+            "timeout": self._default_timeout,
+            "http_client": http_client,
+        }
+        if self.kind != "azure_openai":
+            if api_version is not None or azure_deployment is not None:
+                raise ConfigurationError(f"api_version and azure_deployment are Azure's: not for kind {self.kind}")
+            return openai.AsyncOpenAI(base_url=self._base_url, **common)
+        if api_version is None:
+            raise ConfigurationError("kind azure_openai needs an api_version (such as 2024-10-21)")
+        if self._base_url == DEFAULT_BASE_URL:
+            raise ConfigurationError("kind azure_openai needs base_url: the resource's endpoint")
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=self._base_url, azure_deployment=azure_deployment, api_version=api_version, **common
+        )
+
+    def _describe(self, azure_deployment: str | None) -> str:
+        server = f" ({self.server})" if self.server else ""
+        deployment = f" deployment {azure_deployment}" if azure_deployment else ""
+        return f"{self.kind}{server} {self.base_url}{deployment}"
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.description})"
+
+    # --- the ChatModel interface ------------------------------------------------------
 
     async def complete(self, request: ChatRequest) -> ChatReply:
         """The endpoint's reply to ``request``, after the retries 429 and 5xx
         answers get. Raises ``ModelError`` and nothing else."""
-        timeout = request.timeout or self._default_timeout
-        attempt = 0
-        while True:
+        if self.complete_by_streaming and can_stream(request, self._dialect):
+            items = self.stream(request)
             try:
-                body = await asyncio.wait_for(self._send(request, timeout), timeout)
-            except openai.APIStatusError as exc:
-                if self._retry.retries(exc.status_code, attempt):
-                    await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
-                    attempt += 1
-                    continue
-                raise status_error(exc.status_code, exc.body, retries=attempt) from exc
-            except (asyncio.TimeoutError, openai.APITimeoutError) as exc:
-                raise ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout") from exc
-            except openai.APIConnectionError as exc:
-                cause = exc.__cause__ or exc
-                raise ModelError(
-                    f"the connection to the model endpoint {self.base_url} failed: {first_line(cause)}",
-                    reason="connection",
-                ) from exc
-            return _reply(body)
+                async for item in items:
+                    if isinstance(item, ChatReply):
+                        return item
+            finally:
+                await items.aclose()
+            raise AssertionError("a stream always ends with its reply")
+        sent = build(request, self._dialect, stream=False)
+        timeout = request.timeout or self._default_timeout
+        begun = asyncio.get_running_loop().time()
+        async with self._slot(timeout):
+            body, _ = await self._attempts(lambda deadline: self._send(sent, deadline), timeout, begun)
+        return reply_from_body(body)
 
-    def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
-        """The reply as it comes; for now the whole reply as one delta."""
-        return stream_by_completing(self, request)
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
+        """The reply as it comes: a ``TextDelta`` per piece of text, then the
+        whole ``ChatReply`` (its tool calls assembled from their pieces).
+        Closing the iterator, or cancelling the task reading it, closes the
+        connection. Raises ``ModelError`` and nothing else. A reply llama.cpp
+        cannot stream comes whole, as one delta."""
+        if not can_stream(request, self._dialect):
+            async for item in stream_by_completing(self, request):
+                yield item
+            return
+        sent = build(request, self._dialect, stream=True)
+        timeout = request.timeout or self._default_timeout
+        begun = asyncio.get_running_loop().time()
+        async with self._slot(timeout):
+            chunks, deadline = await self._attempts(lambda deadline: self._open(sent, deadline), timeout, begun)
+            try:
+                assembler = StreamAssembler()
+                while (chunk := await self._next_chunk(chunks, deadline, timeout)) is not None:
+                    piece = assembler.add(chunk)
+                    if piece:
+                        yield TextDelta(piece)
+                reply = assembler.reply()
+            finally:
+                # Closing the response closes its connection when the body
+                # was not read to its end: the server stops generating.
+                await chunks.close()
+            yield reply
+
+    def adjustments(self, request: ChatRequest) -> tuple[str, ...]:
+        """What this endpoint is sent otherwise than ``request`` asks (a
+        ``tool_choice`` llama.cpp refuses, JSON mode for a schema), one
+        sentence each: for a trace to say."""
+        adjustments = build(request, self._dialect, stream=False).adjustments
+        return adjustments if can_stream(request, self._dialect) else (*adjustments, NOT_STREAMED)
 
     def binding_problem(self, provider: str | None) -> str | None:
-        """None: every definition's calls go to this one endpoint (``--model URL``)."""
+        """None: the model serves whichever definition it is given to."""
         return None
 
     async def aclose(self) -> None:
         """Close the SDK client and, with it, the HTTP client and its connections."""
         await self._client.close()
 
-    async def _send(self, request: ChatRequest, timeout: float) -> bytes:
-        params = request.params
-        extra = {key: value for key, value in params.items() if key not in _NATIVE_PARAMS}
-        # The raw response: its body is read, as JSON, by _reply.
-        raw = await self._client.chat.completions.with_raw_response.create(
-            model=request.model,
-            messages=cast("list[ChatCompletionMessageParam]", [dict(m) for m in request.messages]),
-            tools=cast("list[ChatCompletionToolUnionParam]", [dict(t) for t in request.tools])
-            if request.tools
-            else openai.omit,
-            temperature=params.get("temperature", openai.omit),
-            top_p=params.get("top_p", openai.omit),
-            max_tokens=params.get("max_tokens", openai.omit),
-            stop=params.get("stop", openai.omit),
-            extra_body=extra or None,
-            timeout=timeout,
+    # --- calls ---------------------------------------------------------------------------
+
+    async def _send(self, sent: SentRequest, deadline: float) -> bytes:
+        # The raw response: its body is read, as JSON, by reply_from_body.
+        raw = await self._client.chat.completions.with_raw_response.create(**sent.arguments, timeout=_left(deadline))
+        body: bytes = raw.http_response.content
+        return body
+
+    async def _open(self, sent: SentRequest, deadline: float) -> AsyncStream[ChatCompletionChunk]:
+        """The stream, once its answer's head came."""
+        chunks = await self._client.chat.completions.create(**sent.arguments, timeout=_left(deadline))
+        return cast("AsyncStream[ChatCompletionChunk]", chunks)
+
+    async def _next_chunk(
+        self, chunks: AsyncStream[ChatCompletionChunk], deadline: float, timeout: float
+    ) -> dict[str, Any] | list[Any] | str | None:
+        """The next chunk's JSON, or None at the stream's end."""
+        try:
+            chunk: Any = await _before(deadline, chunks.__anext__())
+        except StopAsyncIteration:
+            return None
+        except Exception as exc:
+            raise self._translated(exc, timeout, attempts=0) from exc
+        # The SDK builds chunks without validating them: their JSON, as it came, is read instead.
+        return cast("dict[str, Any]", chunk.to_dict(warnings=False)) if hasattr(chunk, "to_dict") else chunk
+
+    async def _attempts(self, send: Callable[[float], Awaitable[_T]], timeout: float, begun: float) -> tuple[_T, float]:
+        """``send(deadline)`` until it answers, retrying 429 and 5xx answers;
+        its answer and the deadline of the attempt that gave it. The first
+        attempt's deadline counts from ``begun`` (before waiting for a slot),
+        each retry's from its start."""
+        loop = asyncio.get_running_loop()
+        deadline = begun + timeout
+        attempt = 0
+        while True:
+            try:
+                return await _before(deadline, send(deadline)), deadline
+            except openai.APIStatusError as exc:
+                if not self._retry.retries(exc.status_code, attempt):
+                    raise self._translated(exc, timeout, attempts=attempt) from exc
+                await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
+                attempt += 1
+                deadline = loop.time() + timeout
+            except Exception as exc:
+                raise self._translated(exc, timeout, attempts=attempt) from exc
+
+    def _slot(self, timeout: float) -> _Slot:
+        if self._max_concurrency is None:
+            return _Slot(None, timeout)
+        loop = asyncio.get_running_loop()
+        # One semaphore per event loop: an asyncio primitive belongs to the loop it first waited in.
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self._max_concurrency))
+        return _Slot(self._slots[1], timeout)
+
+    # --- errors ------------------------------------------------------------------------
+
+    def _translated(self, exc: BaseException, timeout: float, *, attempts: int) -> ModelError:
+        """The ``ModelError`` of a failure of the SDK, without the credentials."""
+        if isinstance(exc, ModelError):
+            return self._redacted(exc)
+        if isinstance(exc, openai.APIStatusError):
+            return self._redacted(status_error(exc.status_code, exc.body, retries=attempts))
+        if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
+            return ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            what = f"the connection to the model endpoint {self.base_url} failed: {first_line(cause)}"
+            return self._redacted(ModelError(what, reason="connection"))
+        if isinstance(exc, openai.APIError):
+            # An error event in a stream (OpenAI and vLLM send one when generation fails).
+            return self._redacted(ModelError(f"the model endpoint reported an error: {exc.message}", reason="status"))
+        if isinstance(exc, ValueError):
+            why = f"the model endpoint sent an event that is not JSON ({first_line(exc)})"
+            return ModelError(why, reason="malformed")
+        return self._redacted(ModelError(f"the model call failed: {first_line(exc)}", reason="connection"))
+
+    def _redacted(self, error: ModelError) -> ModelError:
+        detail = str(error)
+        clean = detail
+        for secret in self._secrets:
+            clean = clean.replace(secret, "[redacted]")
+        if clean == detail:
+            return error
+        return ModelError(clean, reason=error.reason, http_status=error.http_status)
+
+
+class _Slot:
+    """One of ``max_concurrency`` calls in flight, waited for within the call's timeout."""
+
+    def __init__(self, semaphore: asyncio.Semaphore | None, timeout: float) -> None:
+        self._semaphore = semaphore
+        self._timeout = timeout
+
+    async def __aenter__(self) -> None:
+        if self._semaphore is None:
+            return
+        try:
+            await asyncio.wait_for(self._semaphore.acquire(), self._timeout)
+        except asyncio.TimeoutError as exc:
+            raise ModelError(
+                f"the model endpoint did not answer within {self._timeout:g} s: every connection allowed was busy",
+                reason="timeout",
+            ) from exc
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._semaphore is not None:
+            self._semaphore.release()
+
+
+async def _before(deadline: float, awaitable: Awaitable[_T]) -> _T:
+    """What ``awaitable`` gives, or ``asyncio.TimeoutError`` at ``deadline``
+    (the running loop's clock)."""
+    if _TIMEOUT_AT is not None:
+        # Python 3.11+: the deadline without a task per wait (wait_for's),
+        # which cost half a millisecond of a stream's first token here.
+        async with _TIMEOUT_AT(deadline):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, _left(deadline))
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (on the running loop's clock), at least 0."""
+    return max(deadline - asyncio.get_running_loop().time(), 0.0)
+
+
+def _dialect(kind: str | None, server: str | None, base_url: str | None) -> Dialect:
+    if kind is None:
+        kind = "openai_compatible" if base_url and urlsplit(base_url).hostname != "api.openai.com" else "openai"
+    if kind not in OPENAI_KINDS:
+        hint = did_you_mean(close_matches(kind, OPENAI_KINDS))
+        raise ConfigurationError(
+            f"kind {kind!r} is not one of {', '.join(OPENAI_KINDS)}" + (f"; {hint}" if hint else "")
         )
-        return raw.http_response.content
+    if server is not None and kind != "openai_compatible":
+        raise ConfigurationError(f"server {server!r} is for kind openai_compatible, not {kind}")
+    if server is not None and server not in SERVERS:
+        hint = did_you_mean(close_matches(server, SERVERS))
+        raise ConfigurationError(
+            f"server {server!r} is not one of {', '.join(SERVERS)}" + (f"; {hint}" if hint else "")
+        )
+    return Dialect(kind, server)
 
 
-def _malformed(why: str) -> ModelError:
-    return ModelError(f"the model endpoint's reply is not a chat completion: {why}", reason="malformed")
-
-
-def _reply(body: bytes) -> ChatReply:
-    """The ``ChatReply`` in a Chat Completions response body."""
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        raise _malformed(f"it is not JSON ({first_line(exc)})") from exc
-    if not isinstance(data, dict):
-        raise _malformed(f"it is a JSON {type(data).__name__}, not an object")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise _malformed("it has no choices")
-    choice = choices[0]
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
-        raise _malformed("its first choice has no message")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise _malformed("its message content is not text")
-    calls = message.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise _malformed("its tool_calls is not a list")
-    usage = data.get("usage")
-    return ChatReply(
-        content=content or "",
-        tool_calls=tuple(_tool_call(call) for call in calls),
-        usage=Usage(_count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
-        if isinstance(usage, dict)
-        else None,
-        model=_text(data.get("model")),
-        finish_reason=_text(choice.get("finish_reason")),
-        response_id=_text(data.get("id")),
-    )
-
-
-def _tool_call(call: Any) -> ToolCallRequest:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict):
-        raise _malformed("a tool call has no function")
-    id_, name, arguments = call.get("id"), function.get("name"), function.get("arguments")
-    if not isinstance(id_, str) or not isinstance(name, str) or not isinstance(arguments, str):
-        raise _malformed("a tool call lacks its id, function name or arguments text")
-    return ToolCallRequest(id=id_, name=name, arguments=arguments)
-
-
-def _count(usage: dict[str, Any], key: str) -> int | None:
-    value = usage.get(key)
-    # bool is an int to Python, never a token count.
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _without_credentials(url: str) -> str:
+    """``url`` without a user and password, which would otherwise reach messages and traces."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -22,6 +22,11 @@ other packages import it from here, by the names below, never Jinja itself:
   template includes (``referenced_templates``, ``partial_includes``).
 - ``messages``: compiled templates (``CompiledTemplate``,
   ``CompiledValue``) and rendering them (``render_messages``).
+- ``placeholders``: the second phase, after Jinja: the ``{name}``
+  placeholders rendered text leaves (``find_placeholders``), the names a
+  template's source writes (``written_names``, and a partial's:
+  ``partial_placeholders``), and filling them (``fill_placeholders``;
+  from a render's inputs, ``placeholders_from_inputs``).
 
 Every Jinja name beyond Jinja's documented API that the guard needs is
 reached through ``jinja_internals``, which says why for each one
@@ -43,12 +48,20 @@ from registry.rendering.analysis import (
     analyse_partial,
     is_single_expression,
     partial_includes,
+    partial_placeholders,
     referenced_templates,
     variable_reads,
 )
 from registry.rendering.environment import PartialSource, TemplateEnvironment, normalize_include_name
 from registry.rendering.limits import RENDER_SEMANTICS, Pause, RenderLimits, pausing
 from registry.rendering.messages import CompiledTemplate, CompiledValue, render_messages
+from registry.rendering.placeholders import (
+    fill_placeholders,
+    find_placeholders,
+    placeholder_text,
+    placeholders_from_inputs,
+    written_names,
+)
 
 __all__ = [
     "Includes",
@@ -71,4 +84,10 @@ __all__ = [
     "normalize_include_name",
     "pausing",
     "render_messages",
+    "fill_placeholders",
+    "find_placeholders",
+    "partial_placeholders",
+    "placeholder_text",
+    "placeholders_from_inputs",
+    "written_names",
 ]

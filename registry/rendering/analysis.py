@@ -36,6 +36,7 @@ from jinja2 import TemplateNotFound, meta, nodes
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
 
 from registry.rendering.environment import TemplateEnvironment
+from registry.rendering.placeholders import written_names
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,17 @@ def analyse_partial(environment: TemplateEnvironment, name: str) -> tuple[frozen
     return known
 
 
+def partial_placeholders(environment: TemplateEnvironment, name: str) -> frozenset[str]:
+    """The names the partial's text writes as placeholders
+    (``registry.rendering.placeholders.written_names``); raises as
+    ``analyse_partial`` does."""
+    analyse_partial(environment, name)
+    return environment.partial_placeholders.get(name, frozenset())
+
+
 def _analyse_partial(environment: TemplateEnvironment, name: str) -> tuple[frozenset[str], tuple[str | None, ...]]:
     source, _, _ = environment.loader.get_source(environment, name)  # type: ignore[union-attr]
+    environment.partial_placeholders[name] = written_names(source)
     try:
         tree = environment.parse(source, name=name)
         found = undeclared_variables(environment, tree), tree_references(tree)

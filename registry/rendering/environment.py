@@ -133,6 +133,8 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         # environment, and every definition of a release that includes one
         # would otherwise parse it again.
         self.partial_analyses: dict[str, tuple[frozenset[str], tuple[str | None, ...]] | Exception] = {}
+        # The placeholder names each partial analysed writes (``registry.rendering.placeholders``).
+        self.partial_placeholders: dict[str, frozenset[str]] = {}
 
     @overload
     def compile(

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 # Changing anything that alters rendered bytes must change this string: it is
 # folded into every digest, so equal digests keep meaning equal output.
-RENDER_SEMANTICS = "prompt-registry/render/v2"  # v2: ~ keeps Markup under autoescape, as in Jinja
+RENDER_SEMANTICS = "prompt-registry/render/v3"
+# v2: ~ keeps Markup under autoescape, as in Jinja.
+# v3: placeholders after Jinja ({question}) are filled from the inputs and listed.
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ class RenderAnswer:
             "messages": self.prompt.as_dicts(),
             "model": self.prompt.model,
             "params": self.prompt.params,
+            "placeholders": [placeholder.as_dict() for placeholder in self.prompt.placeholders],
         }
 
 

@@ -56,6 +56,63 @@ def test_findings_carry_lines_and_columns(tmp_path: Path) -> None:
     assert unused_input.line == 5 and unused_input.path == "/inputs/properties/unused"
 
 
+SEED_LIKE = """\
+name: Seed-like
+type: {kind}
+max_iterations: 3
+output_parser: {{type: react_text}}
+tools: [{{name: search, description: Searches., parameters: {{type: object}}}}]
+prompt_templates:
+  system: |
+    Tools: {{{{ tools | map(attribute='name') | join(', ') }}}}
+    Reply as {{"thought": "{{language}}"}}
+  assistant: |
+    {{agent_scratchpad}}
+    Thought:
+  user: |
+    {{%- include '_partials/question.jinja' %}}
+    {{chat_history}} {{{{ '{{kept}}' }}}}
+    {{prefix}}
+inputs: {{type: object, properties: {{question: {{type: string}}}}}}
+"""
+
+
+def test_placeholders_no_input_and_no_runtime_variable_fills_are_errors_at_their_line(tmp_path: Path) -> None:
+    partials = {"_partials/question.jinja": "Context: {context}\nQuestion: {question}"}
+    react = lint(write_library(tmp_path / "react", {"chat/seed.yml": SEED_LIKE.format(kind="react"), **partials}))
+    unfilled = [f for f in react.findings if f.rule == "unfilled-placeholder"]
+    assert [(f.line, f.severity, f.message) for f in unfilled] == [
+        (
+            13,
+            "error",
+            "user template: placeholder {context} (written in _partials/question.jinja, line 1)"
+            " is filled by no input and no runtime variable",
+        ),
+        (16, "error", "user template: placeholder {prefix} is filled by no input and no runtime variable"),
+    ]
+    assert all(f.file == f"{AGENTS}/chat/seed.yml" for f in unfilled)
+    assert "inputs.properties" in (unfilled[0].hint or "")
+    # The scratchpad is a react agent's only.
+    tool_calling = lint(
+        write_library(tmp_path / "tools", {"chat/seed.yml": SEED_LIKE.format(kind="tool_calling"), **partials})
+    )
+    [scratchpad] = [f for f in tool_calling.findings if "agent_scratchpad" in f.message]
+    assert scratchpad.message == (
+        "assistant template: the executor fills {agent_scratchpad} for react agents only, and this one is tool_calling"
+    )
+    assert scratchpad.line == 11
+
+
+def test_an_input_used_only_as_a_placeholder_is_used(tmp_path: Path) -> None:
+    seed = "name: S\nprompt_templates:\n  user: 'Q: {question}'\ninputs: {type: object, properties: {question: {}}}\n"
+    assert lint(write_library(tmp_path, {"chat/seed.yml": seed})).findings == []
+
+
+def test_without_inputs_any_input_may_fill_a_placeholder(tmp_path: Path) -> None:
+    seed = "name: S\nprompt_templates:\n  user: 'Q: {question} {agent_scratchpad}'\n"
+    assert lint(write_library(tmp_path, {"chat/seed.yml": seed})).findings == []
+
+
 def test_every_schema_error_is_reported_not_just_the_first(tmp_path: Path) -> None:
     everything_wrong = """\
 name: 7

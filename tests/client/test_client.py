@@ -234,6 +234,73 @@ def test_local_render_equals_the_server_render(
     assert local.as_dicts()[0]["role"] == "system"
 
 
+SEED = """\
+name: The seed's format
+prompt_templates:
+  system: "Tools: {{ tools | join(', ') }}. Answer as {\\"answer\\": \\"...\\"}"
+  assistant: |
+    {agent_scratchpad}
+    Thought:
+  user: "Question: {question} {% if code is defined %}{{ code }}{% endif %}"
+"""
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {"tools": ["search"]},
+        {"tools": ["search"], "question": "Why {agent_scratchpad}?"},
+        {"tools": ["{question}"], "question": {"nested": ["é"]}, "code": "f'{x}' {question}"},
+    ],
+)
+def test_a_render_lists_the_placeholders_it_leaves_locally_as_on_the_server(
+    repo: LibraryRepo, inputs: dict[str, Any]
+) -> None:
+    app = make_app(Settings(repo=str(repo.release("v1.0.0", {"chat/seed.yml": SEED}).path)))
+    try:
+        client = _client(RecordingTransport(app), release="v1.0.0")
+        local = client.get("chat", "seed").render(inputs)
+        assert local == client.render("chat", "seed", inputs)
+        assert local.placeholders[0].name == "agent_scratchpad"
+        for placeholder in local.placeholders:
+            content = local.messages[placeholder.message].content
+            assert content[placeholder.start : placeholder.end] == "{" + placeholder.name + "}"
+    finally:
+        app.extensions["prompt_registry.service"].close()
+
+
+def test_render_question_fills_the_seeds_question(repo: LibraryRepo) -> None:
+    app = make_app(Settings(repo=str(repo.release("v1.0.0", {"chat/seed.yml": SEED}).path)))
+    try:
+        prompt = _client(RecordingTransport(app)).get("chat", "seed").render(tools=[], question="Why?")
+    finally:
+        app.extensions["prompt_registry.service"].close()
+    assert prompt.messages[2].content == "Question: Why? "
+    assert [p.name for p in prompt.placeholders] == ["agent_scratchpad"]
+
+
+@pytest.mark.parametrize(
+    "placeholders",
+    [
+        [{"message": 5, "name": "x", "start": 0, "end": 3}],
+        [{"message": 0, "name": "y", "start": 0, "end": 3}],
+        [{"message": 0, "name": "x", "start": -3, "end": 3}],
+        [{"message": True, "name": "x", "start": 0, "end": 3}],
+        [{"message": 0, "name": "x"}],
+        {"x": 1},
+    ],
+)
+def test_a_render_answer_whose_placeholders_are_not_where_they_say_is_malformed(
+    transport: RecordingTransport, placeholders: Any
+) -> None:
+    body = {"messages": [{"role": "user", "content": "{x}"}], "model": None, "params": None}
+    transport.faults.append(httpx.Response(200, json={**body, "placeholders": placeholders}))
+    with pytest.raises(RegistryUnavailable, match="malformed"):
+        _client(transport).render("chat", "minimal", {"question": "q"})
+    transport.faults.append(httpx.Response(200, json=body))  # a registry from before placeholders
+    assert _client(transport).render("chat", "minimal", {"question": "q"}).placeholders == ()
+
+
 @pytest.mark.parametrize(
     "inputs",
     [

@@ -180,7 +180,16 @@ def test_vertex_without_a_region_or_a_project_is_refused() -> None:
     )
 
 
-@pytest.mark.skipif(importlib.util.find_spec("google.auth") is not None, reason="google-auth is installed here")
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported (find_spec of a dotted name raises
+    when its parent package is missing: ``google`` for ``google.auth``)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(_installed("google.auth"), reason="google-auth is installed here")
 def test_vertex_without_a_token_names_the_extra_that_brings_googles_credentials() -> None:
     assert _refusal(platform="vertex", region="us-east5", project_id="p") == (
         "Claude on vertex without an access token needs google-auth: pip install 'prompt-registry[vertex]'"

@@ -39,6 +39,23 @@ inputs:
     notes: {type: object, additionalProperties: {type: string}}
 """
 
+# The seed's format: placeholders after Jinja, JSON and code around them.
+SEED = """\
+name: Placeholders after Jinja
+prompt_templates:
+  system: |
+    Reply as {"thought": "...", "answer": "{question}"}.
+    {%- for note in notes | default([]) %}
+    - {{ note }}
+    {%- endfor %}
+  assistant: |
+    {agent_scratchpad}
+    Thought:
+  user: |
+    Question: {question} ({chat_history})
+    {{ code | default('') }}
+"""
+
 VOICE = """\
 Speak plainly.
 {%- macro quoted(text) %}"{{ text | replace('"', "'") }}"{% endmacro %}"""
@@ -47,7 +64,7 @@ Speak plainly.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
     repo = LibraryRepo(tmp_path_factory.mktemp("parity") / "library")
-    repo.release("v1.0.0", {"brief/briefing.yml": BRIEFING, "_partials/voice.jinja": VOICE})
+    repo.release("v1.0.0", {"brief/briefing.yml": BRIEFING, "brief/seed.yml": SEED, "_partials/voice.jinja": VOICE})
     with RegistryProcess("--repo", str(repo.path), "--threads", "4") as running:
         yield running
 
@@ -96,7 +113,7 @@ def _outcome(call: Any) -> tuple[str, Any]:
     except RegistryError as error:
         errors = [e.as_dict() for e in getattr(error, "errors", [])]
         return (type(error).__name__, errors or str(error))
-    return ("prompt", prompt.as_dicts())
+    return ("prompt", (prompt.as_dicts(), [p.as_dict() for p in prompt.placeholders]))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -106,6 +123,30 @@ def test_local_render_equals_server_render(client: RegistryClient, inputs: dict[
     local = _outcome(lambda: agent.render(inputs))
     remote = _outcome(lambda: client.render("brief", "briefing", inputs))
     assert local == remote
+
+
+braces = st.lists(st.sampled_from([*'{}"\\ qé', "{question}", "{x}", "{{", "}}"]), max_size=12).map("".join)
+seed_inputs = st.fixed_dictionaries(
+    {},
+    optional={
+        "question": braces | json_values,
+        "chat_history": braces,
+        "agent_scratchpad": braces,
+        "code": braces,
+        "notes": st.lists(braces, max_size=3),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(inputs=seed_inputs)
+def test_local_placeholders_equal_the_servers(client: RegistryClient, inputs: dict[str, Any]) -> None:
+    agent = client.get("brief", "seed")
+    local = _outcome(lambda: agent.render(inputs))
+    assert local == _outcome(lambda: client.render("brief", "seed", inputs))
+    assert local[0] == "prompt"
+    left = {p["name"] for p in local[1][1]}
+    assert left >= {"question", "chat_history", "agent_scratchpad"} - set(inputs)
 
 
 def test_the_valid_case_renders(client: RegistryClient) -> None:

@@ -65,3 +65,27 @@ def test_render_a_release_with_an_inputs_file(released_repo: LibraryRepo, tmp_pa
     assert body["messages"][0]["content"].endswith("- Be kind\n")
     absent = _run("render", "chat/with_rules", "--release", "v9.0.0", cwd=released_repo.path)
     assert absent.returncode == 1 and "v9.0.0" in absent.stderr
+
+
+def test_render_says_which_placeholders_it_leaves_and_lint_which_nothing_fills(tmp_path: Path) -> None:
+    seed = (
+        "name: Seed\nprompt_templates:\n  assistant: '{agent_scratchpad}'\n  user: |\n    Question: {question}\n"
+        "    Topic: {topic}\ninputs: {type: object, properties: {question: {type: string}}}\n"
+    )
+    library = write_library(tmp_path, {"chat/seed.yml": seed})
+    rendered = _run("render", "chat/seed", "--input", "question=Why?", cwd=library)
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout.splitlines()[1] == (
+        "# placeholders left for the agent loop: {agent_scratchpad} (assistant), {topic} (user)"
+    )
+    assert "--- user ---\nQuestion: Why?\nTopic: {topic}\n" in rendered.stdout
+    body = json.loads(_run("render", "chat/seed", "--format", "json", cwd=library).stdout)
+    assert [p["name"] for p in body["placeholders"]] == ["agent_scratchpad", "question", "topic"]
+    linted = _run("lint", cwd=library)
+    assert linted.returncode == 1
+    assert (
+        f"{AGENTS}/chat/seed.yml:6: error [unfilled-placeholder] user template: placeholder {{topic}} is filled"
+        " by no input and no runtime variable\n    hint: declare 'topic' under inputs.properties, or print it,"
+        " {{ '{topic}' }}, to keep it as text\n" in linted.stdout
+    )
+    assert "agent_scratchpad" in linted.stdout  # a vanilla agent's scratchpad: nothing fills it

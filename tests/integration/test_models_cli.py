@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import LibraryRepo
+from tests.support.anthropic_server import AnthropicServer
 from tests.support.models_library import LIBRARY, environment, model_servers, prompt_registry, trace_spans
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
@@ -248,3 +249,35 @@ def test_models_options_that_conflict_exit_2_with_one_line(
     lines = [line for line in result.stderr.splitlines() if line.startswith("prompt-registry:")]
     assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr
     assert SECRET not in result.stderr
+
+
+def test_one_composite_runs_its_anthropic_member_through_the_anthropic_sdk_and_its_openai_one_through_openai(
+    library: Path, tmp_path: Path
+) -> None:
+    with model_servers(tmp_path, openai=[{"content": "Open Settings, then Profile."}]) as servers:
+        claude = tmp_path / "claude"
+        claude.mkdir()
+        # The gate's parser is json with a schema: Claude is asked for it as a
+        # forced tool named after the agent, whose input is the answer.
+        with AnthropicServer([{"tool_calls": [{"name": "gate", "arguments": {"allow": True}}]}], claude) as anthropic:
+            models = _models_file(
+                tmp_path,
+                "providers:\n"
+                f"  vllm: {{kind: openai, base_url: '{servers['openai'].base_url}', api_key_env: OPENAI_KEY}}\n"
+                f"  anthropic: {{kind: anthropic, base_url: '{anthropic.base_url}', api_key_env: CLAUDE_KEY}}\n",
+            )
+            answer, result = _run(
+                library, "s/gated", "--models", models,
+                env=environment(OPENAI_KEY=SECRET, CLAUDE_KEY=SECRET + "-claude"), question="How do I change my e-mail?",
+            )  # fmt: skip
+            to_claude = anthropic.entries()
+        to_openai = servers["openai"].requests()
+    assert (answer["outcome"], answer["output"]) == ("completed", "Open Settings, then Profile."), answer["error"]
+    assert [request["model"] for request in to_openai] == ["draft-model"]
+    [claude_call] = [entry for entry in to_claude if "body" in entry]
+    assert claude_call["path"] == "/v1/messages" and claude_call["body"]["model"] == "claude-3-5-haiku-20241022"
+    assert claude_call["body"]["tool_choice"] == {"type": "tool", "name": "gate"}
+    draft, gate = trace_spans(answer["trace"], "chat")
+    assert draft["attributes"]["registry.provider.kind"] == "openai"
+    assert gate["attributes"]["registry.provider.kind"] == "anthropic"
+    assert SECRET not in result.stdout + result.stderr

@@ -90,7 +90,8 @@ def test_the_request_carries_model_messages_tools_and_params_with_top_k_as_an_ex
     assert body["tools"] == [tool]
     assert (body["temperature"], body["top_p"], body["top_k"]) == (0.2, 0.9, 40)
     assert (body["max_tokens"], body["stop"]) == (100, ["END"])
-    assert "tool_choice" not in body and "agent" not in body
+    # Tools always go with a tool_choice: llama.cpp's server drops them otherwise.
+    assert body["tool_choice"] == "auto" and "agent" not in body
 
 
 def test_a_request_without_tools_or_params_sends_none(tmp_path: Path) -> None:
@@ -143,13 +144,18 @@ def test_a_429_waits_the_seconds_retry_after_asks_for() -> None:
 
 
 def test_a_retry_after_date_is_honoured() -> None:
-    date = email.utils.formatdate(time.time() + 2, usegmt=True)
-    answers = [Answer(503, b"busy", {"Retry-After": date}), Answer(200, completion_body("ok"))]
+    moment = int(time.time()) + 2
+    answers = [Answer(503, b"busy", {"Retry-After": email.utils.formatdate(moment, usegmt=True)})]
+    answers.append(Answer(200, completion_body("ok")))
     with HeaderServer(answers) as server:
         assert _complete(server.base_url, max_backoff=1.0).content == "ok"
         (first, _), (second, _) = server.received
-    # The date has whole seconds: between one and two seconds from the answer.
-    assert 0.9 <= second - first < 3
+    # The server records monotonic times: the first answer's, on the wall
+    # clock, says how long the date asked to wait from then (on a busy
+    # machine, less than the two seconds it was from the test's start).
+    first_on_the_wall_clock = first + time.time() - time.monotonic()
+    asked = moment - first_on_the_wall_clock
+    assert asked - 0.1 <= second - first < max(asked, 0) + 2
 
 
 @pytest.mark.parametrize("value", ["1.5", "-1", "1e3"])
@@ -295,18 +301,31 @@ def test_nothing_listening_is_a_connection_error() -> None:
     assert str(error).startswith(f"the connection to the model endpoint {base_url} failed: ")
 
 
-def test_the_description_names_the_endpoint_and_openai_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_description_names_the_kind_and_the_endpoint_and_openai_is_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The SDK would read it; the model is given its settings, by the command line.
     monkeypatch.setenv("OPENAI_BASE_URL", "http://elsewhere/v1")
 
-    async def scenario() -> tuple[str, str]:
-        here = OpenAIChatModel(base_url="http://vllm:8000/v1", api_key=None)
-        default = OpenAIChatModel(base_url=None, api_key=None)
-        await here.aclose()
-        await default.aclose()
-        return here.description, default.description
+    async def scenario() -> list[tuple[str, str]]:
+        models = [
+            OpenAIChatModel(base_url="http://vllm:8000/v1", api_key=None),
+            OpenAIChatModel(base_url=None, api_key=None),
+            OpenAIChatModel(base_url="https://api.openai.com/v1"),
+            OpenAIChatModel(base_url="http://127.0.0.1:18000/v1", server="llama.cpp"),
+            OpenAIChatModel(base_url="https://res.openai.azure.com", kind="azure_openai", api_version="2024-10-21"),
+        ]
+        for model in models:
+            await model.aclose()
+        return [(model.kind, model.description) for model in models]
 
-    assert asyncio.run(scenario()) == ("openai http://vllm:8000/v1", "openai https://api.openai.com/v1")
+    assert asyncio.run(scenario()) == [
+        ("openai_compatible", "openai_compatible http://vllm:8000/v1"),
+        ("openai", "openai https://api.openai.com/v1"),
+        ("openai", "openai https://api.openai.com/v1"),
+        ("openai_compatible", "openai_compatible (llama.cpp) http://127.0.0.1:18000/v1"),
+        ("azure_openai", "azure_openai https://res.openai.azure.com"),
+    ]
 
 
 def test_without_a_key_a_placeholder_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,3 +350,27 @@ def test_concurrent_calls_share_one_model(tmp_path: Path) -> None:
 
     with ScriptedModelServer(replies, tmp_path) as server:
         assert asyncio.run(scenario(server.base_url)) == [f"answer {n}" for n in range(8)]
+
+
+def test_max_concurrency_holds_calls_back_within_their_timeout(tmp_path: Path) -> None:
+    replies: list[dict[str, Any]] = [{"when": "slow", "content": "slow", "delay": 2}]
+    replies.append({"when": "quick", "content": "quick"})
+
+    async def scenario(base_url: str) -> tuple[ChatReply | BaseException, ...]:
+        model = OpenAIChatModel(base_url=base_url, api_key="k", max_concurrency=1)
+        try:
+            slow = asyncio.create_task(model.complete(_request("slow")))
+            await asyncio.sleep(0.2)
+            return tuple(
+                await asyncio.gather(slow, model.complete(_request("quick", timeout=0.5)), return_exceptions=True)
+            )
+        finally:
+            await model.aclose()
+
+    with ScriptedModelServer(replies, tmp_path) as server:
+        slow, quick = asyncio.run(scenario(server.base_url))
+        sent = server.requests()
+    assert isinstance(slow, ChatReply) and slow.content == "slow"
+    assert isinstance(quick, ModelError) and quick.reason == "timeout"
+    assert str(quick) == "the model endpoint did not answer within 0.5 s: every connection allowed was busy"
+    assert [body["messages"][0]["content"] for body in sent] == ["slow"]  # the second was never sent

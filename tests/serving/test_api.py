@@ -130,9 +130,26 @@ def test_render_returns_messages_in_template_order(client: FlaskClient) -> None:
         {"role": "user", "content": "Why?"},
     ]
     assert body["model"] is None and body["params"] is None
+    assert body["placeholders"] == []
     assert body["release"]["tag"] == "v1.1.0"
     assert response.headers["X-Registry-Release"] == "v1.1.0"
     validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
+
+
+def test_render_fills_the_placeholders_its_inputs_name_and_lists_the_rest(repo: LibraryRepo) -> None:
+    seed = "name: Seed\nprompt_templates:\n  assistant: '{agent_scratchpad} Thought:'\n  user: 'Q: {question}'\n"
+    client = client_for(repo.release("v1.0.0", {"chat/seed.yml": seed}))
+    response = client.post("/v1/agents/chat/seed/render", json={"inputs": {"question": "Why {x}?"}})
+    body = response.get_json()
+    assert [m["content"] for m in body["messages"]] == ["{agent_scratchpad} Thought:", "Q: Why {x}?"]
+    assert body["placeholders"] == [{"message": 0, "name": "agent_scratchpad", "start": 0, "end": 18}]
+    validate_against_openapi("/v1/agents/{usecase}/{name}/render", "post", response)
+    assert client.post("/v1/agents/chat/seed/render").get_json()["placeholders"][1] == {
+        "message": 1,
+        "name": "question",
+        "start": 3,
+        "end": 13,
+    }
 
 
 def test_render_with_an_empty_body_uses_no_inputs(repo: LibraryRepo) -> None:

@@ -9,10 +9,6 @@ from registry.serving.wiring import build_service
 from registry.settings import BUNDLED_LIBRARY, Settings
 
 DESIGN_EXAMPLE = BUNDLED_LIBRARY / "ai_gateway" / "agents" / "chat" / "minimal.yml"
-TOOLS = [
-    {"name": "issue_reader", "description": "Reads an issue.", "example": "Read issue #12"},
-    {"name": "ci_log", "description": "Fetches a CI job log.", "example": ""},
-]
 
 
 def test_every_bundled_agent_is_valid() -> None:
@@ -30,18 +26,20 @@ def test_library_has_an_agent_with_includes_and_one_with_inputs() -> None:
     assert any("inputs" in agent.compiled.definition for agent in agents)
 
 
-def test_design_example_renders_exactly_as_plain_jinja_would() -> None:
+def test_design_example_renders_exactly_as_plain_jinja_would_then_fills_its_question() -> None:
     source = yaml.safe_load(DESIGN_EXAMPLE.read_text())
     plain = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
-    expected = [
-        {"role": role, "content": plain.from_string(text).render(tools=TOOLS)}
+    jinja = [
+        {"role": role, "content": plain.from_string(text).render(tools=source["tools"])}
         for role, text in source["prompt_templates"].items()
     ]
-    prompt = build_service(Settings()).render("chat", "minimal", {"tools": TOOLS}).prompt
-    assert prompt.as_dicts() == expected
+    service = build_service(Settings())
+    assert service.render("chat", "minimal", {}).prompt.as_dicts() == jinja
+    prompt = service.render("chat", "minimal", {"question": "Why?"}).prompt
+    assert prompt.as_dicts() == [*jinja[:2], {"role": "user", "content": "Question: Why?"}]
     assert [m.role for m in prompt.messages] == ["system", "assistant", "user"]
     assert prompt.messages[1].content == "{agent_scratchpad}\nThought:"
-    assert prompt.messages[2].content == "Question: {question}"
+    assert [p.name for p in prompt.placeholders] == ["agent_scratchpad"]
     assert "<name>issue_reader</name>" in prompt.messages[0].content
 
 

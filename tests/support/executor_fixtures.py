@@ -165,7 +165,6 @@ LIBRARY_AGENTS = sorted(
 
 # The inputs of the agents that declare no inputs schema, for their templates.
 NO_SCHEMA_INPUTS: dict[str, dict[str, Any]] = {
-    "chat/minimal": {"question": "What is a merge train?", "tools": []},
     "commit_message/one_line": {"diff": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"},
 }
 
@@ -223,6 +222,10 @@ REPLIES: dict[str, list[dict[str, Any]]] = {
     "assistant/react_text": [
         {"content": 'Thought: list them\nAction: list_jobs\nAction Input: {"pipeline_id": 7}'},
         {"content": "Thought: found it\nFinal Answer: the test job timed out", "repeat": True},
+    ],
+    "chat/minimal": [
+        {"content": 'Thought: read it\nAction: issue_reader\nAction Input: {"reference": "#12"}'},
+        {"content": "Thought: enough\nFinal Answer: a queue of merge requests", "repeat": True},
     ],
     "assistant/react_json": [
         {

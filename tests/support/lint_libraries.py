@@ -93,6 +93,9 @@ prompt_templates:
 """
     },
     "model-param": {"chat/bad.yml": MINIMAL + "model: {name: gpt-4o-mini, provider: openai, params: {top_k: 40}}\n"},
+    "unfilled-placeholder": {
+        "chat/bad.yml": "name: x\nprompt_templates:\n  user: 'Question: {question}'\ninputs: {type: object, properties: {}}\n"
+    },
     "file-size": {"chat/bad.yml": "name: x\nprompt_templates:\n  user: |\n" + "    padding\n" * 40_000},
     "recursive-include": {
         "chat/bad.yml": "name: x\nprompt_templates:\n  user: \"{% include '_partials/self.jinja' %}\"\n",

@@ -133,9 +133,11 @@ def test_library_schemas_become_the_controls_they_describe() -> None:
     triage = by_name(form_fields(DEFINITIONS["assistant/tools_triage.yml"]["inputs"]))
     assert (triage["title"].kind, triage["title"].max_length) == ("text", 255)
 
-    assert form_fields(DEFINITIONS["chat/minimal.yml"].get("inputs")) == (
+    assert form_fields(DEFINITIONS["commit_message/one_line.yml"].get("inputs")) == (
         Field(name=WHOLE_INPUTS, label="inputs", kind="json", required=False, description=None, default=None),
     )
+    seed = by_name(form_fields(DEFINITIONS["chat/minimal.yml"]["inputs"]))
+    assert (seed["question"].kind, seed["question"].required, seed["tools"].kind) == ("text", False, "json")
 
 
 def test_values_replace_the_schema_defaults_and_leave_the_rest_empty() -> None:
