@@ -239,13 +239,24 @@ def test_a_whole_reply_over_the_cap_is_refused(tmp_path: Path) -> None:
     )
 
 
+_WHOLE = json.dumps(
+    {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "a JSON body"}, "finish_reason": "stop"}],
+    }
+)
+
+
 @pytest.mark.parametrize(
     ("provider", "reply", "reason", "message"),
     [
         ("hosted_vllm", {"raw": _chunk({"content": "x" * 5000}) + "data: [DONE]\n\n"}, "too-large", "over 1000 bytes"),
         ("openai", {"raw": _chunk({"content": "x" * 5000}) + "data: [DONE]\n\n"}, "too-large", "over 1000 bytes"),
-        ("hosted_vllm", {"content": "a JSON body"}, "malformed", "stream ended without any text or tool call"),
-        ("openai", {"content": "a JSON body"}, "malformed", "stream ended without any text or tool call"),
+        # A whole completion as JSON where a stream was asked for.
+        ("hosted_vllm", {"raw": _WHOLE}, "malformed", "stream ended without any text or tool call"),
+        ("openai", {"raw": _WHOLE}, "malformed", "stream ended without any text or tool call"),
         # LiteLLM's own HTTP client (hosted_vllm) skips an event that is not JSON; its OpenAI path refuses it.
         (
             "openai",
