@@ -6,14 +6,16 @@ what the adapter sends it. Credentials never reach an error or a repr."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from registry.errors import ConfigurationError, ModelError
-from registry.providers.chat import ChatReply, ChatRequest, ResponseFormat, ToolCallRequest
+from registry.providers.chat import Adjustment, ChatReply, ChatRequest, ResponseFormat, ToolCallRequest
 from registry.providers.openai_chat import OpenAIChatModel
+from registry.providers.openai_request import NOT_STREAMED
 from tests.support.header_server import Answer, HeaderServer
 from tests.support.openai_server import ScriptedModelServer
 from tests.support.redis_server import free_port
@@ -24,6 +26,7 @@ SCHEMA = {"type": "object", "required": ["label"], "properties": {"label": {"typ
 PARAMS = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 50, "stop": ["END"], "seed": 7, "top_k": 40, "mirostat": 2}
 CALLED = {"tool_calls": [{"name": "search", "arguments": {"query": "tokens"}}]}
 SECRET = "sk-test-0123456789abcdef"
+_T = TypeVar("_T")
 
 
 def _request(text: str = "hello", **fields: Any) -> ChatRequest:
@@ -35,6 +38,19 @@ def _complete(request: ChatRequest, **options: Any) -> ChatReply:
         model = OpenAIChatModel(**{"api_key": "test-key", "max_retries": 0, **options})
         try:
             return await model.complete(request)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(scenario())
+
+
+def _with_model(base_url: str, use: Callable[[OpenAIChatModel], Awaitable[_T]], /, **options: Any) -> _T:
+    """``use`` a model of ``base_url`` (made with ``options``), closed afterwards."""
+
+    async def scenario() -> _T:
+        model = OpenAIChatModel(base_url=base_url, api_key="test-key", max_retries=0, **options)
+        try:
+            return await use(model)
         finally:
             await model.aclose()
 
@@ -199,16 +215,33 @@ def test_llama_cpp_refuses_a_json_schema_which_is_why_it_is_not_sent_one(tmp_pat
     assert error.http_status == 500 and "Input should be 'text' or 'json_object'" in str(error)
 
 
-def test_the_adjustments_say_what_was_sent_otherwise() -> None:
-    async def scenario() -> tuple[str, ...]:
-        model = OpenAIChatModel(base_url="http://127.0.0.1:18000/v1", server="llama.cpp")
-        await model.aclose()
-        return model.adjustments(_request(tools=(SEARCH, NOW), tool_choice="required"))
+def test_the_reply_says_what_was_sent_otherwise_than_asked(tmp_path: Path) -> None:
+    required = _request(tools=(SEARCH, NOW), tool_choice="required")
+    structured = _request(response_format=ResponseFormat(SCHEMA, "classify"))
+    replies: list[dict[str, Any]] = [CALLED, CALLED, {"content": '{"label": "x"}'}, {"content": "as asked"}]
 
-    assert asyncio.run(scenario()) == (
-        "tool_choice required was sent as auto: llama.cpp refuses required",
-        "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)",
+    async def scenario(model: OpenAIChatModel) -> list[ChatReply]:
+        streamed = [item async for item in model.stream(required)]
+        assert isinstance(streamed[-1], ChatReply)
+        return [
+            await model.complete(required),
+            streamed[-1],
+            await model.complete(structured),
+            await model.complete(_request()),
+        ]
+
+    with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
+        whole, streamed, json_mode, plain = _with_model(server.base_url, scenario, server="llama.cpp")
+        sent = server.requests()
+    assert [body.get("tool_choice") for body in sent[:2]] == ["auto", "auto"]
+    auto = Adjustment("tool_choice", "tool_choice required was sent as auto: llama.cpp refuses required")
+    assert whole.adjustments == (auto,)
+    assert streamed.adjustments == (auto, NOT_STREAMED)
+    assert json_mode.adjustments == (
+        Adjustment("response_format", "response_format was sent as json_object with the schema, which llama.cpp takes"),
     )
+    assert plain.adjustments == ()
+    assert [call.name for call in whole.tool_calls] == ["search"]
 
 
 # --- Azure OpenAI ------------------------------------------------------------------------

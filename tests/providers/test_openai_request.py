@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from registry.providers.chat import ChatRequest, ResponseFormat
+from registry.providers.chat import Adjustment, ChatRequest, ResponseFormat
 from registry.providers.openai_request import Dialect, Server, build, can_stream
 
 SEARCH = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
@@ -94,20 +94,26 @@ def test_llama_cpp_gets_the_one_tool_by_name_for_required_and_says_so() -> None:
     sent = build(_request(tools=(SEARCH,), tool_choice="required"), _compatible("llama.cpp"), stream=False)
     assert sent.arguments["tool_choice"] == {"type": "function", "function": {"name": "search"}}
     assert sent.adjustments == (
-        "tool_choice required was sent as the one tool offered, search: llama.cpp refuses required",
+        Adjustment(
+            "tool_choice", "tool_choice required was sent as the one tool offered, search: llama.cpp refuses required"
+        ),
     )
 
 
 def test_llama_cpp_gets_auto_for_required_among_several_tools_and_says_so() -> None:
     sent = build(_request(tools=(SEARCH, NOW), tool_choice="required"), _compatible("llama.cpp"), stream=False)
     assert sent.arguments["tool_choice"] == "auto"
-    assert sent.adjustments == ("tool_choice required was sent as auto: llama.cpp refuses required",)
+    assert sent.adjustments == (
+        Adjustment("tool_choice", "tool_choice required was sent as auto: llama.cpp refuses required"),
+    )
 
 
 def test_parallel_tool_calls_goes_only_with_tools() -> None:
     alone = build(_request(params={"parallel_tool_calls": False}), OPENAI, stream=False)
     assert "parallel_tool_calls" not in alone.arguments
-    assert alone.adjustments == ("parallel_tool_calls was not sent: no tools are offered",)
+    assert alone.adjustments == (
+        Adjustment("parallel_tool_calls", "parallel_tool_calls was not sent: no tools are offered"),
+    )
     with_tools = build(_request(tools=(SEARCH,), params={"parallel_tool_calls": False}), OPENAI, stream=False)
     assert with_tools.arguments["parallel_tool_calls"] is False
 
@@ -141,14 +147,17 @@ def test_a_schema_is_asked_for_as_a_json_schema_where_the_server_takes_one(diale
 def test_llama_cpp_gets_json_mode_with_the_schema_beside_it() -> None:
     sent = build(_request(response_format=ResponseFormat(SCHEMA)), _compatible("llama.cpp"), stream=False)
     assert sent.arguments["response_format"] == {"type": "json_object", "schema": SCHEMA}
-    assert sent.adjustments == ("response_format was sent as json_object with the schema, which llama.cpp takes",)
+    assert sent.adjustments == (
+        Adjustment("response_format", "response_format was sent as json_object with the schema, which llama.cpp takes"),
+    )
 
 
 @pytest.mark.parametrize(("dialect", "who"), [(GENERIC, "this server"), (_compatible("ollama"), "ollama")])
 def test_other_servers_get_json_mode_and_the_trace_is_told_the_schema_was_not_sent(dialect: Dialect, who: str) -> None:
     sent = build(_request(response_format=ResponseFormat(SCHEMA)), dialect, stream=False)
     assert sent.arguments["response_format"] == {"type": "json_object"}
-    assert sent.adjustments == (f"response_format was sent as json_object, without the schema: {who} may not take one",)
+    why = f"response_format was sent as json_object, without the schema: {who} may not take one"
+    assert sent.adjustments == (Adjustment("response_format", why),)
 
 
 def test_json_without_a_schema_is_json_mode_everywhere() -> None:
