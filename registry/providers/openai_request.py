@@ -9,7 +9,9 @@ servers", has the table):
 
 - ``model.params`` go through ``params.split``: the arguments the SDK has
   are sent as such, the others (``top_k``, ``min_p``...) as extra body
-  fields; llama.cpp calls ``repetition_penalty`` ``repeat_penalty``.
+  fields; OpenAI and Azure get ``max_tokens`` as ``max_completion_tokens``
+  (their reasoning models refuse ``max_tokens``), compatible servers as
+  ``max_tokens``; llama.cpp calls ``repetition_penalty`` ``repeat_penalty``.
 - ``tool_choice`` is sent whenever tools are (llama.cpp's function-calling
   handler drops the tools otherwise), ``auto`` unless the definition says;
   a tool's name becomes ``{"type": "function", "function": {"name": ...}}``.

@@ -41,15 +41,28 @@ def test_a_stream_asks_for_the_usage_at_its_end() -> None:
 def test_openai_gets_every_param_it_has_natively_and_nothing_it_lacks() -> None:
     params = {"temperature": 0.1, "top_p": 0.9, "max_tokens": 9, "stop": ["X"], "seed": 3, "top_k": 40, "mirostat": 2}
     sent = build(_request(params=params), OPENAI, stream=False)
-    assert {key: sent.arguments[key] for key in ("temperature", "top_p", "max_tokens", "stop", "seed")} == {
+    assert {key: sent.arguments[key] for key in ("temperature", "top_p", "max_completion_tokens", "stop", "seed")} == {
         "temperature": 0.1,
         "top_p": 0.9,
-        "max_tokens": 9,
+        "max_completion_tokens": 9,
         "stop": ["X"],
         "seed": 3,
     }
     # top_k is not OpenAI's, mirostat no one's: the executor records them as not sent.
     assert "top_k" not in sent.arguments and "extra_body" not in sent.arguments
+
+
+@pytest.mark.parametrize("dialect", [OPENAI, AZURE])
+def test_openai_and_azure_get_max_tokens_as_max_completion_tokens(dialect: Dialect) -> None:
+    # Deprecated for every model, refused by the reasoning ones (o1, o3, gpt-5...).
+    arguments = build(_request(params={"max_tokens": 64}), dialect, stream=False).arguments
+    assert (arguments["max_completion_tokens"], "max_tokens" in arguments) == (64, False)
+
+
+@pytest.mark.parametrize("dialect", [GENERIC, _compatible("llama.cpp"), _compatible("vllm"), _compatible("ollama")])
+def test_compatible_servers_keep_max_tokens(dialect: Dialect) -> None:
+    arguments = build(_request(params={"max_tokens": 64}), dialect, stream=False).arguments
+    assert (arguments["max_tokens"], "max_completion_tokens" in arguments) == (64, False)
 
 
 def test_a_compatible_server_gets_the_local_sampling_options_and_its_own_as_extra_body() -> None:
