@@ -1,7 +1,8 @@
 """What a chat span records about who served a call: the provider the
 definition asked for, the binding and route the router took, the model
-sent, the parameters that provider does not take, and a warning when the
-reply names another model than the one sent."""
+sent, the parameters that provider does not take, what the adapter sent
+otherwise than asked, and a warning when the reply names another model
+than the one sent."""
 
 from __future__ import annotations
 
@@ -64,4 +65,9 @@ def reply_attributes(reply: ChatReply) -> dict[str, Any]:
     if reply.usage is not None:
         attributes["gen_ai.usage.input_tokens"] = reply.usage.input_tokens
         attributes["gen_ai.usage.output_tokens"] = reply.usage.output_tokens
+    if reply.adjustments:
+        # Lists of strings, which OpenTelemetry carries as they are: what
+        # was adjusted, to filter on, and each adjustment in words.
+        attributes["registry.provider.adjusted"] = sorted({item.subject for item in reply.adjustments})
+        attributes["registry.provider.adjustments"] = [item.detail for item in reply.adjustments]
     return attributes

@@ -173,7 +173,8 @@ def _summary(span: Span) -> str:
 
 def _tail(span: Span) -> str:
     """What ends a model call's line whatever its length: the model that
-    answered, when it is not the one asked for, and the tokens."""
+    answered, when it is not the one asked for, what the adapter sent
+    otherwise than asked, and the tokens."""
     if span.operation != "chat":
         return ""
     a = span.attributes
@@ -181,6 +182,9 @@ def _tail(span: Span) -> str:
     answered = a.get("gen_ai.response.model")
     if answered is not None and answered != a.get("gen_ai.request.model"):
         tail += f" (answered by {shorten(answered, 60)})"
+    adjusted = a.get("registry.provider.adjusted")
+    if adjusted:
+        tail += f" (sent adjusted: {shorten(', '.join(adjusted), 60)})"
     if a.get("gen_ai.usage.input_tokens") is not None:
         tail += f" [{a.get('gen_ai.usage.input_tokens')}→{a.get('gen_ai.usage.output_tokens')} tokens]"
     return tail

@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from registry.providers.chat import (
+    Adjustment,
     ChatModel,
     ChatReply,
     ChatRequest,
@@ -52,6 +53,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Adjustment",
     "Binding",
     "ChatModel",
     "ChatReply",

@@ -35,6 +35,7 @@ import importlib.util
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, Literal, TypeVar, cast
 
 import anthropic
@@ -168,7 +169,7 @@ class AnthropicChatModel:
                 f"the model endpoint's reply is not a Messages API message: it is not JSON ({first_line(exc)})",
                 reason="malformed",
             ) from exc
-        return read_message(data, call.output)
+        return replace(read_message(data, call.output), adjustments=call.adjustments)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
         """Claude's reply as it streams: ``TextDelta`` items, then the whole
@@ -192,7 +193,7 @@ class AnthropicChatModel:
                 await response.http_response.aclose()
         if assembly.output is not None and reply.content:
             yield TextDelta(reply.content)
-        yield reply
+        yield replace(reply, adjustments=call.adjustments)
 
     def binding_problem(self, provider: str | None) -> str | None:
         """None: a router decides which definitions come here."""

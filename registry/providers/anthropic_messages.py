@@ -37,6 +37,9 @@ Requests (``to_messages_call``):
   forced; with ``required`` or a tool's name the round is a tool call by
   definition, and no output tool is offered. Without a schema nothing is
   asked: Anthropic has no JSON mode, and the prompt asks for JSON.
+- What is sent otherwise than asked (the opening turn, structured output
+  as a tool or not at all, ``auto`` sent as ``any``) is
+  ``MessagesCall.adjustments``, which the adapter puts on the reply.
 
 Parameters: the API version the SDK speaks (``anthropic-version:
 2026-10-21``, on every platform) takes ``max_tokens`` (required: the
@@ -61,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.errors import ModelError
-from registry.providers.chat import ChatReply, ChatRequest, ResponseFormat, ToolCallRequest, Usage
+from registry.providers.chat import Adjustment, ChatReply, ChatRequest, ResponseFormat, ToolCallRequest, Usage
 from registry.providers.params import TABLES, ProviderKind, split
 
 OPENING_TURN = "Begin."
@@ -104,6 +107,8 @@ class MessagesCall:
     dropped: tuple[str, ...] = ()
     """The definition's parameters (neutral names) that Anthropic does not take: not sent."""
     output: OutputTool | None = None
+    adjustments: tuple[Adjustment, ...] = ()
+    """What is sent otherwise than the request asked (``adjustments``): the reply carries them."""
 
     def body(self) -> dict[str, Any]:
         """The request body, as the API reads it (without ``stream``)."""
@@ -124,7 +129,7 @@ def to_messages_call(request: ChatRequest, *, kind: ProviderKind, default_max_to
     params = split(kind, request.params)
     refused = tuple(key for key, name in TABLES[kind].items() if key in request.params and name not in ACCEPTED)
     stop = params.sent.get("stop_sequences")
-    system, turns = conversation(request.messages)
+    system, turns, opened = _conversation(request.messages)
     tools, tool_choice, output = tool_plan(request.tools, request.tool_choice, request.response_format)
     return MessagesCall(
         model=request.model,
@@ -137,7 +142,38 @@ def to_messages_call(request: ChatRequest, *, kind: ProviderKind, default_max_to
         stop_sequences=((stop,) if isinstance(stop, str) else tuple(stop)) if stop is not None else None,
         dropped=params.dropped + refused,
         output=output,
+        adjustments=adjustments(request, output, opened=opened),
     )
+
+
+def adjustments(request: ChatRequest, output: OutputTool | None, *, opened: bool) -> tuple[Adjustment, ...]:
+    """What a call sends otherwise than ``request`` asks: an opening turn
+    added, structured output as a tool (and the ``tool_choice`` that makes
+    it the answer), or not asked for at all. A translation that keeps the
+    meaning (``required`` as ``any``, ``stop`` as ``stop_sequences``) is none."""
+    found = []
+    if opened:
+        found.append(Adjustment("messages", f"a first user turn {OPENING_TURN!r} was added: Anthropic needs one"))
+    wanted = request.response_format
+    if wanted is None:
+        return tuple(found)
+    if wanted.schema is None:
+        why = "response_format json_object was not sent: Anthropic has no JSON mode"
+        return (*found, Adjustment("response_format", why))
+    if output is None:
+        why = f"response_format was not sent: tool_choice {request.tool_choice} makes the round a tool call"
+        return (*found, Adjustment("response_format", why))
+    shape = ", the schema wrapped as its property value (it takes only objects)" if output.wrapped else ""
+    beside = bool(request.tools) and request.tool_choice != "none"
+    how = "beside the tools offered" if beside else "forced"
+    found.append(Adjustment("response_format", f"response_format was sent as the tool {output.name}{shape}, {how}"))
+    if beside:
+        choice = request.tool_choice or "auto"
+        why = f"tool_choice {choice} was sent as any: the model calls a tool or answers through {output.name}"
+        found.append(Adjustment("tool_choice", why))
+    elif request.tools:
+        found.append(Adjustment("tool_choice", f"tool_choice none was sent as the tool {output.name}, forced"))
+    return tuple(found)
 
 
 # --- messages ------------------------------------------------------------------------------
@@ -149,6 +185,12 @@ def _unsendable(why: str) -> ModelError:
 
 def conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """The system text (None: none) and the turns of ``messages``."""
+    system, turns, _ = _conversation(messages)
+    return system, turns
+
+
+def _conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]], bool]:
+    """``conversation``, and whether it had to begin with ``OPENING_TURN``."""
     system: list[str] = []
     turns: list[dict[str, Any]] = []
     for message in messages:
@@ -167,10 +209,11 @@ def conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, lis
         if turn["role"] == "user":
             # Stable: the tool results first, in their order, then the rest in theirs.
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
-    if not turns or turns[0]["role"] != "user":
+    opened = not turns or turns[0]["role"] != "user"
+    if opened:
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_TURN}]})
     _strip_prefill(turns)
-    return ("\n\n".join(system) if system else None), turns
+    return ("\n\n".join(system) if system else None), turns, opened
 
 
 def _turn(role: object, message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:

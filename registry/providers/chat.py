@@ -57,6 +57,26 @@ class ResponseFormat:
 
 
 @dataclass(frozen=True)
+class Adjustment:
+    """Something an adapter sent otherwise than the request asked, because
+    its provider or server takes it so (llama.cpp refuses ``tool_choice:
+    required``; Anthropic has no JSON schema output but a forced tool)."""
+
+    subject: str
+    """What of the request: ``tool_choice``, ``response_format``,
+    ``parallel_tool_calls``, ``messages`` or ``stream``."""
+    detail: str
+    """One sentence: what was sent instead, and why."""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"subject": self.subject, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Adjustment:
+        return cls(str(data["subject"]), str(data["detail"]))
+
+
+@dataclass(frozen=True)
 class ServedBy:
     """Which binding answered a call: what a trace records beside the reply."""
 
@@ -136,6 +156,9 @@ class ChatReply:
     response_id: str | None = None
     served_by: ServedBy | None = None
     """The binding that answered, when a router chose one."""
+    adjustments: tuple[Adjustment, ...] = ()
+    """What the adapter sent otherwise than the request asked, for the
+    trace to say; empty when it sent the request as asked."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChatReply:
@@ -151,6 +174,7 @@ class ChatReply:
             finish_reason=data.get("finish_reason"),
             response_id=data.get("response_id"),
             served_by=ServedBy.from_dict(data["served_by"]) if isinstance(data.get("served_by"), dict) else None,
+            adjustments=tuple(Adjustment.from_dict(item) for item in data.get("adjustments") or []),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -165,6 +189,8 @@ class ChatReply:
             out["response_id"] = self.response_id
         if self.served_by is not None:
             out["served_by"] = self.served_by.as_dict()
+        if self.adjustments:
+            out["adjustments"] = [adjustment.as_dict() for adjustment in self.adjustments]
         return out
 
 

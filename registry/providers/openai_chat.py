@@ -3,8 +3,9 @@ OpenAI-compatible server (vLLM, llama.cpp, Ollama, LiteLLM...), through
 the official ``openai`` SDK (``AsyncOpenAI``, ``AsyncAzureOpenAI``).
 
 The SDK builds and sends the request and decodes server-sent events; the
-request's vocabulary is ``openai_request``'s, the reading of the reply
-``openai_reply``'s, and the policy is ours:
+request's vocabulary is ``openai_request``'s (what it sent otherwise than
+asked is on the reply, ``ChatReply.adjustments``), the reading of the
+reply ``openai_reply``'s, and the policy is ours:
 
 - retries: only for 429 and 5xx answers, and only before a reply's first
   byte (a stream is never restarted), with capped exponential backoff and
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -197,16 +199,18 @@ class OpenAIChatModel:
         begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
             body, _ = await self._attempts(lambda deadline: self._send(sent, deadline), timeout, begun)
-        return reply_from_body(body)
+        return replace(reply_from_body(body), adjustments=sent.adjustments)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
         """The reply as it comes: a ``TextDelta`` per piece of text, then the
         whole ``ChatReply`` (its tool calls assembled from their pieces).
         Closing the iterator, or cancelling the task reading it, closes the
         connection. Raises ``ModelError`` and nothing else. A reply llama.cpp
-        cannot stream comes whole, as one delta."""
+        cannot stream comes whole, as one delta, and says so (``NOT_STREAMED``)."""
         if not can_stream(request, self._dialect):
             async for item in stream_by_completing(self, request):
+                if isinstance(item, ChatReply):
+                    item = replace(item, adjustments=(*item.adjustments, NOT_STREAMED))
                 yield item
             return
         sent = build(request, self._dialect, stream=True)
@@ -220,19 +224,12 @@ class OpenAIChatModel:
                     piece = assembler.add(chunk)
                     if piece:
                         yield TextDelta(piece)
-                reply = assembler.reply()
+                reply = replace(assembler.reply(), adjustments=sent.adjustments)
             finally:
                 # Closing the response closes its connection when the body
                 # was not read to its end: the server stops generating.
                 await chunks.close()
             yield reply
-
-    def adjustments(self, request: ChatRequest) -> tuple[str, ...]:
-        """What this endpoint is sent otherwise than ``request`` asks (a
-        ``tool_choice`` llama.cpp refuses, JSON mode for a schema), one
-        sentence each: for a trace to say."""
-        adjustments = build(request, self._dialect, stream=False).adjustments
-        return adjustments if can_stream(request, self._dialect) else (*adjustments, NOT_STREAMED)
 
     def binding_problem(self, provider: str | None) -> str | None:
         """None: the model serves whichever definition it is given to."""

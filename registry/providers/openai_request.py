@@ -1,14 +1,17 @@
 """The Chat Completions request an OpenAI adapter sends: a ``ChatRequest``
 in the vocabulary of the endpoint (OpenAI, Azure OpenAI, an
 OpenAI-compatible server) and of the server behind it, with what had to be
-changed on the way said in words.
+changed on the way (``Adjustment`` s, which the adapter puts on the reply
+for the trace to say).
 
 What differs, and why (docs/executor.md, "OpenAI and OpenAI-compatible
 servers", has the table):
 
 - ``model.params`` go through ``params.split``: the arguments the SDK has
   are sent as such, the others (``top_k``, ``min_p``...) as extra body
-  fields; llama.cpp calls ``repetition_penalty`` ``repeat_penalty``.
+  fields; OpenAI and Azure get ``max_tokens`` as ``max_completion_tokens``
+  (their reasoning models refuse ``max_tokens``), compatible servers as
+  ``max_tokens``; llama.cpp calls ``repetition_penalty`` ``repeat_penalty``.
 - ``tool_choice`` is sent whenever tools are (llama.cpp's function-calling
   handler drops the tools otherwise), ``auto`` unless the definition says;
   a tool's name becomes ``{"type": "function", "function": {"name": ...}}``.
@@ -33,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from registry.providers.chat import ChatRequest, ResponseFormat
+from registry.providers.chat import Adjustment, ChatRequest, ResponseFormat
 from registry.providers.params import split
 
 Server = Literal["llama.cpp", "vllm", "ollama", "litellm"]
@@ -87,13 +90,13 @@ class SentRequest:
 
     arguments: Mapping[str, Any]
     """Keyword arguments the SDK has, ``extra_body`` among them when there are extra fields."""
-    adjustments: tuple[str, ...] = ()
-    """What was sent otherwise than the request asked, one sentence each."""
+    adjustments: tuple[Adjustment, ...] = ()
+    """What was sent otherwise than the request asked (the reply carries them)."""
 
 
 def build(request: ChatRequest, dialect: Dialect, *, stream: bool) -> SentRequest:
     """``request`` as ``dialect`` takes it, streamed or not."""
-    adjustments: list[str] = []
+    adjustments: list[Adjustment] = []
     arguments: dict[str, Any] = {"model": request.model, "messages": messages(request.messages)}
     if request.tools:
         arguments["tools"] = [dict(tool) for tool in request.tools]
@@ -102,7 +105,7 @@ def build(request: ChatRequest, dialect: Dialect, *, stream: bool) -> SentReques
     renamed = _RENAMED.get(dialect.server, {}) if dialect.server is not None else {}
     for key, value in split(dialect.kind, request.params).sent.items():
         if key == "parallel_tool_calls" and not request.tools:
-            adjustments.append("parallel_tool_calls was not sent: no tools are offered")
+            adjustments.append(Adjustment(key, "parallel_tool_calls was not sent: no tools are offered"))
         elif key in NATIVE_ARGUMENTS:
             arguments[key] = value
         else:
@@ -126,7 +129,10 @@ def can_stream(request: ChatRequest, dialect: Dialect) -> bool:
     return choice != "auto" and not (choice == "required" and len(request.tools) > 1)
 
 
-NOT_STREAMED = "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)"
+NOT_STREAMED = Adjustment(
+    "stream", "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)"
+)
+"""What a stream's reply says when it came whole (``can_stream`` said no)."""
 
 
 def messages(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -142,7 +148,7 @@ def messages(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def tool_choice(
-    choice: str, tools: Sequence[Mapping[str, Any]], dialect: Dialect, adjustments: list[str]
+    choice: str, tools: Sequence[Mapping[str, Any]], dialect: Dialect, adjustments: list[Adjustment]
 ) -> str | dict[str, Any]:
     """``auto``, ``none``, ``required`` or a tool's name, as the server takes it."""
     if choice in ("auto", "none"):
@@ -153,9 +159,10 @@ def tool_choice(
         return choice
     if len(tools) == 1:
         name = str(tools[0]["function"]["name"])
-        adjustments.append(f"tool_choice required was sent as the one tool offered, {name}: llama.cpp refuses required")
+        why = f"tool_choice required was sent as the one tool offered, {name}: llama.cpp refuses required"
+        adjustments.append(Adjustment("tool_choice", why))
         return named_tool(name)
-    adjustments.append("tool_choice required was sent as auto: llama.cpp refuses required")
+    adjustments.append(Adjustment("tool_choice", "tool_choice required was sent as auto: llama.cpp refuses required"))
     return "auto"
 
 
@@ -163,7 +170,7 @@ def named_tool(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
-def response_format(wanted: ResponseFormat, dialect: Dialect, adjustments: list[str]) -> dict[str, Any]:
+def response_format(wanted: ResponseFormat, dialect: Dialect, adjustments: list[Adjustment]) -> dict[str, Any]:
     """Structured output as the server takes it: a JSON schema, JSON mode
     with the schema (llama.cpp), or JSON mode alone."""
     if wanted.schema is None:
@@ -174,7 +181,9 @@ def response_format(wanted: ResponseFormat, dialect: Dialect, adjustments: list[
         name = _SCHEMA_NAME.sub("_", wanted.name)[:64] or "output"
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
     if dialect.server == "llama.cpp":
-        adjustments.append("response_format was sent as json_object with the schema, which llama.cpp takes")
+        why = "response_format was sent as json_object with the schema, which llama.cpp takes"
+        adjustments.append(Adjustment("response_format", why))
         return {"type": "json_object", "schema": schema}
-    adjustments.append(f"response_format was sent as json_object, without the schema: {dialect.name} may not take one")
+    why = f"response_format was sent as json_object, without the schema: {dialect.name} may not take one"
+    adjustments.append(Adjustment("response_format", why))
     return {"type": "json_object"}

@@ -46,7 +46,7 @@ NEUTRAL = (
 )
 """The parameters a definition may write, whatever its provider."""
 
-_OPENAI = {
+_CHAT_COMPLETIONS = {
     "temperature": "temperature",
     "top_p": "top_p",
     "max_tokens": "max_tokens",
@@ -58,6 +58,12 @@ _OPENAI = {
     "parallel_tool_calls": "parallel_tool_calls",
     "reasoning_effort": "reasoning_effort",
 }
+# OpenAI deprecated max_tokens for max_completion_tokens, which every chat
+# model of OpenAI's and Azure's takes, and its reasoning models (o1, o3,
+# o4-mini, the gpt-5 family) refuse max_tokens with a 400. Sent always, not
+# by model name: names come faster than any list of them, and on Azure the
+# name is a deployment's, which says nothing of the model behind it.
+_OPENAI = {**_CHAT_COMPLETIONS, "max_tokens": "max_completion_tokens"}
 _ANTHROPIC = {
     # The Messages API version the anthropic SDK sends (2026-10-21) refuses
     # temperature, top_p and top_k whatever their value: they are dropped,
@@ -70,13 +76,20 @@ TABLES: Mapping[ProviderKind, Mapping[str, str]] = {
     "openai": _OPENAI,
     "azure_openai": _OPENAI,
     # vLLM, llama.cpp, Ollama and LiteLLM take the sampling options of local
-    # models beside OpenAI's (the SDK sends them as extra body fields).
-    "openai_compatible": {**_OPENAI, "top_k": "top_k", "min_p": "min_p", "repetition_penalty": "repetition_penalty"},
+    # models beside OpenAI's (the SDK sends them as extra body fields), and
+    # max_tokens, which all of them know (llama.cpp's server knows no other).
+    "openai_compatible": {
+        **_CHAT_COMPLETIONS,
+        "top_k": "top_k",
+        "min_p": "min_p",
+        "repetition_penalty": "repetition_penalty",
+    },
     "anthropic": _ANTHROPIC,
     "anthropic_vertex": _ANTHROPIC,
     "anthropic_bedrock": _ANTHROPIC,
-    # The multi-provider library maps the OpenAI names to each provider itself.
-    "litellm": {**_OPENAI, "top_k": "top_k"},
+    # The multi-provider library maps the OpenAI names to each provider
+    # itself (max_tokens as max_completion_tokens for OpenAI's reasoning models).
+    "litellm": {**_CHAT_COMPLETIONS, "top_k": "top_k"},
 }
 
 PASSES_UNKNOWN: frozenset[ProviderKind] = frozenset({"openai_compatible"})

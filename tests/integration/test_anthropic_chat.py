@@ -17,6 +17,7 @@ import pytest
 from registry.errors import ModelError
 from registry.providers.anthropic_chat import AnthropicChatModel
 from registry.providers.chat import (
+    Adjustment,
     ChatReply,
     ChatRequest,
     ResponseFormat,
@@ -214,6 +215,9 @@ def test_structured_output_is_a_forced_tool_whose_input_is_the_content(tmp_path:
     assert (json.loads(whole.content), whole.tool_calls, whole.finish_reason) == ({"label": "billing"}, (), "stop")
     assert streamed[:-1] == [TextDelta(whole.content)]
     assert cast(ChatReply, streamed[-1]).content == whole.content
+    # Both say what was sent for the schema asked for.
+    forced = (Adjustment("response_format", "response_format was sent as the tool label, forced"),)
+    assert whole.adjustments == cast(ChatReply, streamed[-1]).adjustments == forced
 
 
 # --- retries and errors --------------------------------------------------------------------------

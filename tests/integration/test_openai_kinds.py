@@ -6,14 +6,17 @@ what the adapter sends it. Credentials never reach an error or a repr."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from registry.errors import ConfigurationError, ModelError
-from registry.providers.chat import ChatReply, ChatRequest, ResponseFormat, ToolCallRequest
+from registry.providers.chat import Adjustment, ChatReply, ChatRequest, ResponseFormat, StreamItem, ToolCallRequest
 from registry.providers.openai_chat import OpenAIChatModel
+from registry.providers.openai_request import NOT_STREAMED
 from tests.support.header_server import Answer, HeaderServer
 from tests.support.openai_server import ScriptedModelServer
 from tests.support.redis_server import free_port
@@ -24,6 +27,7 @@ SCHEMA = {"type": "object", "required": ["label"], "properties": {"label": {"typ
 PARAMS = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 50, "stop": ["END"], "seed": 7, "top_k": 40, "mirostat": 2}
 CALLED = {"tool_calls": [{"name": "search", "arguments": {"query": "tokens"}}]}
 SECRET = "sk-test-0123456789abcdef"
+_T = TypeVar("_T")
 
 
 def _request(text: str = "hello", **fields: Any) -> ChatRequest:
@@ -41,6 +45,26 @@ def _complete(request: ChatRequest, **options: Any) -> ChatReply:
     return asyncio.run(scenario())
 
 
+def _with_model(base_url: str, use: Callable[[OpenAIChatModel], Awaitable[_T]], /, **options: Any) -> _T:
+    """``use`` a model of ``base_url`` (made with ``options``), closed afterwards."""
+
+    async def scenario() -> _T:
+        model = OpenAIChatModel(base_url=base_url, api_key="test-key", max_retries=0, **options)
+        try:
+            return await use(model)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(scenario())
+
+
+async def _last(items: AsyncIterator[StreamItem]) -> ChatReply:
+    """A stream's reply, its last item."""
+    found = [item async for item in items]
+    assert isinstance(found[-1], ChatReply)
+    return found[-1]
+
+
 def _failure(request: ChatRequest, **options: Any) -> ModelError:
     with pytest.raises(ModelError) as caught:
         _complete(request, **options)
@@ -54,15 +78,44 @@ def test_openai_is_sent_its_own_parameters_and_its_strict_validation_takes_them(
     with ScriptedModelServer([{"content": "ok"}], tmp_path, flavor="strict") as server:
         _complete(_request(params=PARAMS), base_url=server.base_url, kind="openai")
         (body,) = server.requests()
-    assert {key: body[key] for key in ("temperature", "top_p", "max_tokens", "stop", "seed")} == {
+    assert {key: body[key] for key in ("temperature", "top_p", "max_completion_tokens", "stop", "seed")} == {
         "temperature": 0.2,
         "top_p": 0.9,
-        "max_tokens": 50,
+        "max_completion_tokens": 50,
         "stop": ["END"],
         "seed": 7,
     }
     # OpenAI refuses arguments it does not know: top_k and mirostat were not sent.
-    assert "top_k" not in body and "mirostat" not in body
+    assert "top_k" not in body and "mirostat" not in body and "max_tokens" not in body
+
+
+@pytest.mark.parametrize("model", ["o4-mini", "gpt-5-mini", "gpt-4o"])
+def test_openai_reasoning_models_get_max_completion_tokens_which_they_take(model: str, tmp_path: Path) -> None:
+    with ScriptedModelServer([{"content": "ok", "repeat": True}], tmp_path, flavor="strict") as server:
+        whole = _complete(
+            replace(_request(params={"max_tokens": 64}), model=model), base_url=server.base_url, kind="openai"
+        )
+        streamed = _with_model(
+            server.base_url,
+            lambda chat: _last(chat.stream(replace(_request(params={"max_tokens": 64}), model=model))),
+            kind="openai",
+        )
+        sent = server.requests()
+    assert whole.content == streamed.content == "ok"
+    assert [(body["max_completion_tokens"], "max_tokens" in body) for body in sent] == [(64, False)] * 2
+
+
+def test_max_tokens_sent_to_an_openai_reasoning_model_is_refused_as_openai_refuses_it(tmp_path: Path) -> None:
+    # What a binding of OpenAI as a compatible server would send: max_tokens,
+    # which o4-mini refuses. OpenAI's kinds never send it.
+    with ScriptedModelServer([{"content": "ok"}], tmp_path, flavor="strict") as server:
+        request = replace(_request(params={"max_tokens": 64}), model="o4-mini")
+        error = _failure(request, base_url=server.base_url, kind="openai_compatible")
+    assert (error.reason, error.http_status) == ("status", 400)
+    assert str(error) == (
+        "the model endpoint answered 400 Bad Request: Unsupported parameter: 'max_tokens' is not supported"
+        " with this model. Use 'max_completion_tokens' instead."
+    )
 
 
 def test_openai_refuses_what_a_compatible_server_is_sent(tmp_path: Path) -> None:
@@ -199,16 +252,33 @@ def test_llama_cpp_refuses_a_json_schema_which_is_why_it_is_not_sent_one(tmp_pat
     assert error.http_status == 500 and "Input should be 'text' or 'json_object'" in str(error)
 
 
-def test_the_adjustments_say_what_was_sent_otherwise() -> None:
-    async def scenario() -> tuple[str, ...]:
-        model = OpenAIChatModel(base_url="http://127.0.0.1:18000/v1", server="llama.cpp")
-        await model.aclose()
-        return model.adjustments(_request(tools=(SEARCH, NOW), tool_choice="required"))
+def test_the_reply_says_what_was_sent_otherwise_than_asked(tmp_path: Path) -> None:
+    required = _request(tools=(SEARCH, NOW), tool_choice="required")
+    structured = _request(response_format=ResponseFormat(SCHEMA, "classify"))
+    replies: list[dict[str, Any]] = [CALLED, CALLED, {"content": '{"label": "x"}'}, {"content": "as asked"}]
 
-    assert asyncio.run(scenario()) == (
-        "tool_choice required was sent as auto: llama.cpp refuses required",
-        "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)",
+    async def scenario(model: OpenAIChatModel) -> list[ChatReply]:
+        streamed = [item async for item in model.stream(required)]
+        assert isinstance(streamed[-1], ChatReply)
+        return [
+            await model.complete(required),
+            streamed[-1],
+            await model.complete(structured),
+            await model.complete(_request()),
+        ]
+
+    with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
+        whole, streamed, json_mode, plain = _with_model(server.base_url, scenario, server="llama.cpp")
+        sent = server.requests()
+    assert [body.get("tool_choice") for body in sent[:2]] == ["auto", "auto"]
+    auto = Adjustment("tool_choice", "tool_choice required was sent as auto: llama.cpp refuses required")
+    assert whole.adjustments == (auto,)
+    assert streamed.adjustments == (auto, NOT_STREAMED)
+    assert json_mode.adjustments == (
+        Adjustment("response_format", "response_format was sent as json_object with the schema, which llama.cpp takes"),
     )
+    assert plain.adjustments == ()
+    assert [call.name for call in whole.tool_calls] == ["search"]
 
 
 # --- Azure OpenAI ------------------------------------------------------------------------
@@ -218,13 +288,15 @@ def test_azure_openai_is_called_on_its_deployments_path_with_its_api_version_and
     with ScriptedModelServer([{"content": "from azure"}, {"content": "again"}], tmp_path, flavor="strict") as server:
         options = {"base_url": server.azure_endpoint, "kind": "azure_openai", "api_version": "2024-10-21"}
         reply = _complete(_request(), azure_deployment="gpt4o-prod", **options)
-        _complete(_request(), **options)
+        _complete(_request(params={"max_tokens": 64}), **options)
         first, second = [entry for entry in server.entries() if "path" in entry]
     assert reply.content == "from azure"
     assert first["path"] == "/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21"
     # Without a deployment, the SDK's: the request's model names it.
     assert second["path"] == "/openai/deployments/test-model/chat/completions?api-version=2024-10-21"
     assert first["auth"] == "api-key"
+    # A deployment's name says nothing of its model: max_completion_tokens, always.
+    assert (second["body"]["max_completion_tokens"], "max_tokens" in second["body"]) == (64, False)
 
 
 @pytest.mark.parametrize(

@@ -131,6 +131,25 @@ def test_strict_refuses_what_openai_refuses(tmp_path: Path) -> None:
             assert client.chat.completions.create(model="m", messages=messages).choices[0].message.content == "ok"
 
 
+@pytest.mark.parametrize("model", ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5.1-mini"])
+def test_strict_refuses_max_tokens_to_a_reasoning_model_as_openai_does(model: str, tmp_path: Path) -> None:
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    with ScriptedModelServer([{"content": "ok", "repeat": True}], tmp_path, flavor="strict") as server:
+        with _client(server, max_retries=0) as client:
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.chat.completions.create(model=model, messages=messages, max_tokens=50)
+            taken = client.chat.completions.create(model=model, messages=messages, max_completion_tokens=50)
+            older = client.chat.completions.create(model="gpt-4o", messages=messages, max_tokens=50)
+    assert refused.value.body == {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model."
+        " Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+    assert taken.choices[0].message.content == older.choices[0].message.content == "ok"
+
+
 def test_vllm_serves_only_its_model(tmp_path: Path) -> None:
     with ScriptedModelServer([{"content": "ok"}], tmp_path, flavor="vllm", served_model="qwen") as server:
         with _client(server, max_retries=0) as client, pytest.raises(openai.NotFoundError, match="does not exist"):

@@ -17,6 +17,7 @@ import pytest
 from registry.errors import ModelError
 from registry.providers.chat import ChatReply, ChatRequest, StreamItem, TextDelta, ToolCallRequest, Usage
 from registry.providers.openai_chat import OpenAIChatModel
+from registry.providers.openai_request import NOT_STREAMED
 from tests.support.openai_server import ScriptedModelServer
 
 FAST = {"backoff": 0.01, "max_backoff": 0.05}
@@ -335,18 +336,18 @@ def test_llama_cpp_is_not_asked_to_stream_a_reply_whose_tool_it_chooses(tmp_path
     # reply comes whole instead, as one delta, complete()'s and stream()'s.
     replies = [{"tool_calls": [{"name": "search", "arguments": {"query": "x"}}], "repeat": True}]
 
-    async def both(model: OpenAIChatModel) -> tuple[ChatReply, list[StreamItem], tuple[str, ...]]:
+    async def both(model: OpenAIChatModel) -> tuple[ChatReply, list[StreamItem]]:
         request = _request(tools=(SEARCH,))
-        return await model.complete(request), await _everything(model, request), model.adjustments(request)
+        return await model.complete(request), await _everything(model, request)
 
     with ScriptedModelServer(replies, tmp_path, flavor="llama.cpp") as server:
-        whole, items, adjustments = _with_model(server, both, server="llama.cpp")
+        whole, items = _with_model(server, both, server="llama.cpp")
         assert [body.get("stream", False) for body in server.requests()] == [False, False]
     assert [call.name for call in whole.tool_calls] == ["search"]
     (reply,) = items  # no text: the reply alone
     assert isinstance(reply, ChatReply) and reply.tool_calls == (
         ToolCallRequest("call_2_0", "search", '{"query": "x"}'),
     )
-    assert adjustments == (
-        "the reply was not streamed: llama.cpp cannot stream a reply when it chooses the tool (auto)",
-    )
+    # The stream says it came whole; complete() asked for nothing else.
+    assert reply.adjustments == (NOT_STREAMED,)
+    assert whole.adjustments == ()

@@ -368,6 +368,73 @@ def test_the_body_carries_system_tools_tool_choice_and_stop_sequences() -> None:
         "tool_choice": {"type": "tool", "name": "search"},
         "stop_sequences": ["END"],
     }
+    assert made.adjustments == ()  # a translation that keeps the meaning is no adjustment
+
+
+# --- what is sent otherwise than asked ---------------------------------------------------------
+
+
+def _said(made: Any) -> list[tuple[str, str]]:
+    return [(item.subject, item.detail) for item in made.adjustments]
+
+
+def test_a_request_sent_as_asked_has_no_adjustments() -> None:
+    assert _call(tools=(SEARCH,), tool_choice="required", params={"stop": "END"}).adjustments == ()
+
+
+def test_structured_output_alone_says_it_was_sent_as_a_forced_tool() -> None:
+    assert _said(_call(response_format=ResponseFormat(LABEL, "label"))) == [
+        ("response_format", "response_format was sent as the tool label, forced"),
+    ]
+
+
+def test_structured_output_beside_tools_says_auto_was_sent_as_any() -> None:
+    assert _said(_call(tools=(SEARCH,), tool_choice="auto", response_format=ResponseFormat(LABEL, "label"))) == [
+        ("response_format", "response_format was sent as the tool label, beside the tools offered"),
+        ("tool_choice", "tool_choice auto was sent as any: the model calls a tool or answers through label"),
+    ]
+
+
+def test_structured_output_with_tool_choice_none_says_the_output_tool_was_forced() -> None:
+    assert _said(_call(tools=(SEARCH,), tool_choice="none", response_format=ResponseFormat(LABEL, "label"))) == [
+        ("response_format", "response_format was sent as the tool label, forced"),
+        ("tool_choice", "tool_choice none was sent as the tool label, forced"),
+    ]
+
+
+def test_a_wrapped_schema_says_so() -> None:
+    made = _call(response_format=ResponseFormat({"type": "array", "items": {"type": "string"}}, "items"))
+    assert _said(made) == [
+        (
+            "response_format",
+            "response_format was sent as the tool items, the schema wrapped as its property value"
+            " (it takes only objects), forced",
+        ),
+    ]
+
+
+def test_structured_output_not_asked_for_says_why() -> None:
+    assert _said(_call(response_format=ResponseFormat(None))) == [
+        ("response_format", "response_format json_object was not sent: Anthropic has no JSON mode"),
+    ]
+    assert _said(_call(tools=(SEARCH,), tool_choice="search", response_format=ResponseFormat(LABEL))) == [
+        ("response_format", "response_format was not sent: tool_choice search makes the round a tool call"),
+    ]
+
+
+def test_an_opening_turn_added_says_so_and_one_the_request_had_does_not() -> None:
+    opened = to_messages_call(
+        ChatRequest(model="claude-x", messages=({"role": "system", "content": "Write a haiku."},)),
+        kind="anthropic",
+        default_max_tokens=10,
+    )
+    assert _said(opened) == [("messages", "a first user turn 'Begin.' was added: Anthropic needs one")]
+    begun = to_messages_call(
+        ChatRequest(model="claude-x", messages=({"role": "user", "content": OPENING_TURN},)),
+        kind="anthropic",
+        default_max_tokens=10,
+    )
+    assert begun.adjustments == ()
 
 
 # --- replies -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from registry.providers.chat import ChatRequest, ResponseFormat
+from registry.providers.chat import Adjustment, ChatRequest, ResponseFormat
 from registry.providers.openai_request import Dialect, Server, build, can_stream
 
 SEARCH = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
@@ -41,15 +41,28 @@ def test_a_stream_asks_for_the_usage_at_its_end() -> None:
 def test_openai_gets_every_param_it_has_natively_and_nothing_it_lacks() -> None:
     params = {"temperature": 0.1, "top_p": 0.9, "max_tokens": 9, "stop": ["X"], "seed": 3, "top_k": 40, "mirostat": 2}
     sent = build(_request(params=params), OPENAI, stream=False)
-    assert {key: sent.arguments[key] for key in ("temperature", "top_p", "max_tokens", "stop", "seed")} == {
+    assert {key: sent.arguments[key] for key in ("temperature", "top_p", "max_completion_tokens", "stop", "seed")} == {
         "temperature": 0.1,
         "top_p": 0.9,
-        "max_tokens": 9,
+        "max_completion_tokens": 9,
         "stop": ["X"],
         "seed": 3,
     }
     # top_k is not OpenAI's, mirostat no one's: the executor records them as not sent.
     assert "top_k" not in sent.arguments and "extra_body" not in sent.arguments
+
+
+@pytest.mark.parametrize("dialect", [OPENAI, AZURE])
+def test_openai_and_azure_get_max_tokens_as_max_completion_tokens(dialect: Dialect) -> None:
+    # Deprecated for every model, refused by the reasoning ones (o1, o3, gpt-5...).
+    arguments = build(_request(params={"max_tokens": 64}), dialect, stream=False).arguments
+    assert (arguments["max_completion_tokens"], "max_tokens" in arguments) == (64, False)
+
+
+@pytest.mark.parametrize("dialect", [GENERIC, _compatible("llama.cpp"), _compatible("vllm"), _compatible("ollama")])
+def test_compatible_servers_keep_max_tokens(dialect: Dialect) -> None:
+    arguments = build(_request(params={"max_tokens": 64}), dialect, stream=False).arguments
+    assert (arguments["max_tokens"], "max_completion_tokens" in arguments) == (64, False)
 
 
 def test_a_compatible_server_gets_the_local_sampling_options_and_its_own_as_extra_body() -> None:
@@ -94,20 +107,26 @@ def test_llama_cpp_gets_the_one_tool_by_name_for_required_and_says_so() -> None:
     sent = build(_request(tools=(SEARCH,), tool_choice="required"), _compatible("llama.cpp"), stream=False)
     assert sent.arguments["tool_choice"] == {"type": "function", "function": {"name": "search"}}
     assert sent.adjustments == (
-        "tool_choice required was sent as the one tool offered, search: llama.cpp refuses required",
+        Adjustment(
+            "tool_choice", "tool_choice required was sent as the one tool offered, search: llama.cpp refuses required"
+        ),
     )
 
 
 def test_llama_cpp_gets_auto_for_required_among_several_tools_and_says_so() -> None:
     sent = build(_request(tools=(SEARCH, NOW), tool_choice="required"), _compatible("llama.cpp"), stream=False)
     assert sent.arguments["tool_choice"] == "auto"
-    assert sent.adjustments == ("tool_choice required was sent as auto: llama.cpp refuses required",)
+    assert sent.adjustments == (
+        Adjustment("tool_choice", "tool_choice required was sent as auto: llama.cpp refuses required"),
+    )
 
 
 def test_parallel_tool_calls_goes_only_with_tools() -> None:
     alone = build(_request(params={"parallel_tool_calls": False}), OPENAI, stream=False)
     assert "parallel_tool_calls" not in alone.arguments
-    assert alone.adjustments == ("parallel_tool_calls was not sent: no tools are offered",)
+    assert alone.adjustments == (
+        Adjustment("parallel_tool_calls", "parallel_tool_calls was not sent: no tools are offered"),
+    )
     with_tools = build(_request(tools=(SEARCH,), params={"parallel_tool_calls": False}), OPENAI, stream=False)
     assert with_tools.arguments["parallel_tool_calls"] is False
 
@@ -141,14 +160,17 @@ def test_a_schema_is_asked_for_as_a_json_schema_where_the_server_takes_one(diale
 def test_llama_cpp_gets_json_mode_with_the_schema_beside_it() -> None:
     sent = build(_request(response_format=ResponseFormat(SCHEMA)), _compatible("llama.cpp"), stream=False)
     assert sent.arguments["response_format"] == {"type": "json_object", "schema": SCHEMA}
-    assert sent.adjustments == ("response_format was sent as json_object with the schema, which llama.cpp takes",)
+    assert sent.adjustments == (
+        Adjustment("response_format", "response_format was sent as json_object with the schema, which llama.cpp takes"),
+    )
 
 
 @pytest.mark.parametrize(("dialect", "who"), [(GENERIC, "this server"), (_compatible("ollama"), "ollama")])
 def test_other_servers_get_json_mode_and_the_trace_is_told_the_schema_was_not_sent(dialect: Dialect, who: str) -> None:
     sent = build(_request(response_format=ResponseFormat(SCHEMA)), dialect, stream=False)
     assert sent.arguments["response_format"] == {"type": "json_object"}
-    assert sent.adjustments == (f"response_format was sent as json_object, without the schema: {who} may not take one",)
+    why = f"response_format was sent as json_object, without the schema: {who} may not take one"
+    assert sent.adjustments == (Adjustment("response_format", why),)
 
 
 def test_json_without_a_schema_is_json_mode_everywhere() -> None:

@@ -7,7 +7,9 @@ handle, each reproduced from where it was seen.
   OpenAI words them): an argument it does not know (``top_k``),
   ``tool_choice`` or ``parallel_tool_calls`` without tools,
   ``stream_options`` without ``stream``, a JSON schema without a name, a
-  ``tool`` message answering no tool call.
+  ``tool`` message answering no tool call, ``max_tokens`` to a reasoning
+  model (o1, o3, o4-mini, the gpt-5 family and later: "Use
+  'max_completion_tokens' instead").
 - ``llama.cpp``: llama-cpp-python's server (0.3.36, measured on this
   machine with SmolLM2, and its ``chatml-function-calling`` handler read):
   an assistant turn with ``"content": null`` is a 500 (its request model
@@ -27,10 +29,16 @@ handle, each reproduced from where it was seen.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 FLAVORS = ("generic", "strict", "llama.cpp", "vllm")
+
+REASONING_MODELS = re.compile(r"^(o\d|gpt-([5-9]|\d\d)|codex-)")
+"""OpenAI's models that refuse ``max_tokens``: the o-series (``o1``,
+``o3-mini``, ``o4-mini-2025-04-16``), the gpt-5 family and those after it,
+``codex-mini-latest``."""
 
 # The Chat Completions arguments OpenAI's API knows (what ``strict`` accepts).
 _OPENAI_ARGUMENTS = frozenset(
@@ -90,6 +98,11 @@ def _openai_refusal(body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | Non
     unknown = sorted(set(body) - _OPENAI_ARGUMENTS)
     if unknown:
         return 400, error_body(f"Unrecognized request argument supplied: {unknown[0]}", "invalid_request_error")
+    if "max_tokens" in body and REASONING_MODELS.match(str(body.get("model"))):
+        message = (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+        )
+        return 400, error_body(message, "invalid_request_error", param="max_tokens", code="unsupported_parameter")
     for option in ("tool_choice", "parallel_tool_calls"):
         if option in body and not body.get("tools"):
             message = f"Invalid value for '{option}': '{option}' is only allowed when 'tools' are specified."
