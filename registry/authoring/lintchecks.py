@@ -22,7 +22,6 @@ from registry.authoring.lintreport import Finding, finding
 from registry.format.definition import NAME_PATTERN, TOOL_EXTENSIONS
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent
 from registry.format.parsers import OutputParser, ParseError
-from registry.format.spec import RUNTIME_PLACEHOLDERS
 from registry.models import close_matches, did_you_mean, shorten
 from registry.providers.params import NEUTRAL, TABLES, WELL_KNOWN, unsupported
 from registry.rendering import find_placeholders
@@ -73,22 +72,22 @@ def usage_warnings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
 
 
 def placeholder_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
-    """Placeholders that no input and no runtime variable can fill. Only when
-    the definition declares ``inputs``: without, any input may fill one."""
+    """Placeholders that no input and no runtime variable can fill
+    (``AgentSpec.placeholder_fill``). Only when the definition declares
+    ``inputs.properties``: without, any input may fill one."""
     compiled = loaded.compiled
-    inputs = loaded.definition.get("inputs")
-    properties = inputs.get("properties") if isinstance(inputs, dict) else None
-    if compiled.pattern is not None or not isinstance(properties, dict):
+    if compiled.pattern is not None:
         return
     spec = compiled.spec
-    fillable = set(properties) | spec.runtime_placeholders | ({"tools"} if spec.tools else set())
     templates: dict[str, str] = dict(spec.templates)
     for role, names in compiled.placeholders.items():
-        for name in sorted(names - fillable):
+        for fill in map(spec.placeholder_fill, sorted(names)):
+            if fill.fillable:
+                continue
+            name = fill.name
             line, partial = _written_where(name, templates.get(role, ""), loaded.partials, compiled.partials)
             written = f" (written in {partial}, line {line})" if partial else ""
-            kinds = RUNTIME_PLACEHOLDERS.get(name)
-            if kinds is None:
+            if not fill.runtime_kinds:
                 message = (
                     f"{role} template: placeholder {{{name}}}{written} is filled by no input and no runtime variable"
                 )
@@ -97,8 +96,8 @@ def placeholder_findings(loaded: LoadedAgent, file: str) -> Iterable[Finding]:
                 )
             else:
                 message = (
-                    f"{role} template: the executor fills {{{name}}}{written} for {', '.join(kinds)} agents only,"
-                    f" and this one is {spec.kind}"
+                    f"{role} template: the executor fills {{{name}}}{written} for {', '.join(fill.runtime_kinds)}"
+                    f" agents only, and this one is {spec.kind}"
                 )
                 hint = f"declare {name!r} under inputs.properties, or use another agent type"
             yield finding(

@@ -43,6 +43,29 @@ itself when the inputs leave them, and in which kinds of leaf: the prior
 turns of a conversation as text, and a ReAct agent's thoughts, actions and
 observations so far."""
 
+PlaceholderFiller = Literal["runtime", "input", "tools"]
+
+
+@dataclass(frozen=True)
+class PlaceholderFill:
+    """What can fill the placeholder ``{name}`` of a leaf's prompt
+    (``AgentSpec.placeholder_fill``): lint reports one nothing can fill
+    (``unfilled-placeholder``), and the UI says it beside a render."""
+
+    name: str
+    by: PlaceholderFiller | None
+    """``runtime``: the executor, for this kind of agent (``RUNTIME_PLACEHOLDERS``);
+    ``input``: an input of that name, declared (or any, when the definition
+    declares no ``inputs.properties``); ``tools``: the render, with the
+    declared tools; None: nothing."""
+    runtime_kinds: tuple[AgentKind, ...] = ()
+    """The kinds of agent the executor fills it for, when it is one of its
+    variables: with ``by`` None, a variable of other kinds than this one."""
+
+    @property
+    def fillable(self) -> bool:
+        return self.by is not None
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -192,6 +215,21 @@ class AgentSpec:
     def runtime_placeholders(self) -> frozenset[str]:
         """The placeholders the executor fills for an agent of this kind (``RUNTIME_PLACEHOLDERS``)."""
         return frozenset(name for name, kinds in RUNTIME_PLACEHOLDERS.items() if self.kind in kinds)
+
+    def placeholder_fill(self, name: str) -> PlaceholderFill:
+        """What can fill the placeholder ``{name}``: the executor first (a
+        placeholder a render leaves is one its inputs did not name), then an
+        input, then the declared tools (the render lists them as ``tools``)."""
+        kinds = RUNTIME_PLACEHOLDERS.get(name, ())
+        declared = self.inputs.get("properties") if self.inputs is not None else None
+        by: PlaceholderFiller | None = None
+        if self.kind in kinds:
+            by = "runtime"
+        elif not isinstance(declared, Mapping) or name in declared:
+            by = "input"
+        elif name == "tools" and self.tools:
+            by = "tools"
+        return PlaceholderFill(name, by, kinds)
 
     def tool(self, name: str) -> ToolSpec | None:
         """The declared tool named ``name``."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.conftest import LibraryRepo
 from tests.support.browser import (  # noqa: F401  (fixtures)
@@ -171,6 +172,33 @@ def test_the_playground_is_filled_and_sent_with_the_keyboard_alone(
     tab.follow(lambda: page.keyboard.press("Enter"))
     user = page.locator("#result article.message-user")
     assert "```sql\nSELECT 1;\n```" in user.inner_text()
+
+
+def test_the_placeholders_a_render_leaves_are_boxed_and_lead_to_what_fills_them(
+    registry: RegistryProcess, open_tab: OpenTab
+) -> None:
+    tab = open_tab(registry.base)
+    page = tab.page
+    tab.goto("/ui/agents/chat/minimal?release=v1.1.0")
+    form = page.locator("#render-form")
+    form.get_by_label(re.compile("^question")).fill("What is a merge train?")
+    tab.follow(form.get_by_role("button", name="Render").click)
+
+    # Left in the assistant message, boxed (not told by colour alone), and described by what fills it.
+    box = page.locator("#result article.message-assistant").get_by_role("link", name="{agent_scratchpad}")
+    fills = "the executor, with the thoughts, actions and observations so far, again every round"
+    expect(box).to_have_accessible_description(fills)
+    assert box.locator("mark").evaluate("e => getComputedStyle(e).borderTopStyle") == "solid"
+    row = page.get_by_role("row", name="{agent_scratchpad}")
+    assert row.get_by_role("cell").all_inner_texts() == [fills, "assistant"]
+    tab.screenshot("placeholders", docs=True, part=page.locator("#result"))
+
+    # Reached by keyboard, the box leads to its row, which is then marked beyond its colour too.
+    tab.press_tab_until("#result a.placeholder")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**#placeholder-agent_scratchpad")
+    assert row.evaluate("e => e.matches(':target')")
+    assert row.locator("th").evaluate("e => getComputedStyle(e).boxShadow") != "none"
 
 
 def test_a_release_is_compared_with_the_one_before(registry: RegistryProcess, open_tab: OpenTab) -> None:

@@ -123,3 +123,33 @@ def test_reading_placeholders_keeps_the_render_clock() -> None:
     agent = _compile("name: C\nprompt_templates:\n  user: '{q} {{ braces }}'\n")
     with pytest.raises(RenderError, match="user template: rendering took longer than 0.0 seconds"):
         agent.render({"braces": "{ " * 20_000}, limits=RenderLimits(max_seconds=0.0))
+
+
+REACT = "type: react\noutput_parser: {type: react_text}"
+TOOL = "tools: [{name: t, description: T., parameters: {type: object}}]"
+NO_INPUTS = "inputs: {type: object, properties: {}}"
+EVERY_KIND = ("vanilla", "tool_calling", "rag", "react")
+
+
+@pytest.mark.parametrize(
+    ("extra", "name", "by", "kinds"),
+    [
+        (f"{REACT}\n{TOOL}\n{NO_INPUTS}", "agent_scratchpad", "runtime", ("react",)),
+        (NO_INPUTS, "agent_scratchpad", None, ("react",)),  # the scratchpad is a react agent's only
+        (NO_INPUTS, "chat_history", "runtime", EVERY_KIND),
+        ("inputs: {type: object, properties: {note: {}}}", "note", "input", ()),
+        ("inputs: {type: object, properties: {note: {}}}", "other", None, ()),
+        ("inputs: {type: object}", "other", "input", ()),  # no names declared: any input may fill it
+        ("", "other", "input", ()),
+        ("inputs: {type: object, properties: {chat_history: {}}}", "chat_history", "runtime", EVERY_KIND),
+        (f"{TOOL}\n{NO_INPUTS}", "tools", "tools", ()),
+        (NO_INPUTS, "tools", None, ()),
+    ],
+)
+def test_what_can_fill_a_placeholder_is_the_executor_then_an_input_then_the_tools(
+    extra: str, name: str, by: str | None, kinds: tuple[str, ...]
+) -> None:
+    spec = _compile(f"name: S\nprompt_templates: {{user: hi}}\n{extra}\n").spec
+    fill = spec.placeholder_fill(name)
+    assert (fill.name, fill.by, fill.fillable) == (name, by, by is not None)
+    assert fill.runtime_kinds == kinds

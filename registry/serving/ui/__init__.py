@@ -10,7 +10,9 @@ pages), ``security`` (the Content-Security-Policy, CSRF tokens, the login),
 ``sessions`` (the bearer token sealed in the session cookie, expiry and
 sign-out), ``highlight`` (Jinja
 templates coloured by Pygments), ``forms`` (the playground's form from an
-``inputs`` schema, and back), ``graphsvg`` (a composite's graph as SVG),
+``inputs`` schema, and back), ``rendered`` (a render as the playground
+shows it, its placeholders marked and what fills each said), ``graphsvg``
+(a composite's graph as SVG),
 ``tasks`` (the Agent Protocol service, called over HTTP by one pooled client
 per process).
 

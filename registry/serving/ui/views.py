@@ -25,12 +25,14 @@ from werkzeug.wrappers import Response as BaseResponse
 from registry.errors import AgentServiceError, ConfigurationError, InvalidRequest, RegistryError
 from registry.format.diff import AgentChange, classify
 from registry.models import close_matches, did_you_mean
+from registry.serving.answers import RenderAnswer
 from registry.serving.api import SERVICE_KEY, SETTINGS_KEY
 from registry.serving.service import RegistryService
 from registry.serving.ui import security, tasks
 from registry.serving.ui.forms import Field, FormError, form_fields, inputs_from_form
 from registry.serving.ui.graphsvg import graph_svg
 from registry.serving.ui.highlight import highlighted, pygments_css
+from registry.serving.ui.rendered import shown_render
 from registry.serving.ui.sessions import LazySignedOut, UiSessions, signed_out_store
 from registry.settings import Settings
 
@@ -294,7 +296,7 @@ def _agent_page(
     name: str,
     *,
     values: Mapping[str, Any] | None,
-    rendered: Any,
+    rendered: RenderAnswer | None,
     form_errors: list[FormError],
     problem: RegistryError | None,
 ) -> str:
@@ -336,7 +338,7 @@ def _agent_page(
         fields=[] if composite else form_fields(spec.inputs, values=values),
         examples=[str(e.get("name")) for e in examples],
         chosen_example=chosen,
-        rendered=rendered,
+        rendered=shown_render(rendered.prompt, rendered.agent.spec) if rendered is not None else None,
         form_errors=form_errors,
         problem=problem,
         snippets=_snippets(usecase, name, answer.resolution.release.tag, values or {}),

@@ -13,6 +13,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from registry.serving.app import create_app
+from registry.serving.ui.rendered import MAX_MARKED
 from registry.settings import Settings
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import GATE_SCHEMA, json_leaf, leaf
@@ -63,6 +64,98 @@ def test_the_playground_renders_the_messages(ui: FlaskClient) -> None:
     assert response.status_code == 200, text[:2000]
     valid_html(text)
     assert "print(1)" in text and 'class="message message-user"' in text
+
+
+def _rendered(client: FlaskClient, url: str, **inputs: str) -> str:
+    """The playground's result for ``inputs``: the page's HTML, valid, from the result to the code snippets."""
+    response = client.post(url, data={"csrf_token": csrf(page(client, url)), **inputs})
+    text = response.get_data(as_text=True)
+    assert response.status_code == 200, text[:2000]
+    valid_html(text)
+    return text[text.index('<div id="result"') : text.index("<h3>The same, from code</h3>")]
+
+
+def test_the_playground_marks_the_placeholders_a_render_leaves_and_says_what_fills_them(ui: FlaskClient) -> None:
+    result = _rendered(ui, "/ui/agents/chat/minimal?release=v1.1.0", question="What is a merge train?")
+    # {question} is filled; {agent_scratchpad} is left, boxed where it is and listed with what fills it.
+    assert "Question: What is a merge train?" in result and "{question}" not in result
+    assert (
+        '<tr id="placeholder-agent_scratchpad"><th scope="row"><code>{agent_scratchpad}</code></th>'
+        '<td id="placeholder-agent_scratchpad-fill">the executor, with the thoughts, actions and observations so far,'
+        " again every round</td><td>assistant</td></tr>"
+    ) in result
+    assert (
+        '<pre tabindex="0"><a class="placeholder" href="#placeholder-agent_scratchpad"'
+        ' aria-describedby="placeholder-agent_scratchpad-fill"><mark>{agent_scratchpad}</mark></a>\nThought:</pre>'
+    ) in result
+    assert "1 placeholder in the messages" in result and "unfilled" not in result
+
+
+# A vanilla agent whose templates leave every kind of placeholder.
+LEAVES_PLACEHOLDERS = """name: leaves placeholders
+prompt_templates:
+  system: |
+    History: {chat_history}
+    Notes: {agent_scratchpad} {note}
+    Reply as {"answer": "{prefix}"}
+  user: "{{ question }} {prefix}"
+inputs:
+  type: object
+  required: [question]
+  properties:
+    question: {type: string}
+    note: {type: string}
+"""
+
+
+@pytest.fixture
+def leaves(repo: LibraryRepo) -> Any:
+    repo.release("v1.0.0", {"u/leaves.yml": LEAVES_PLACEHOLDERS})
+    app = create_app(Settings(repo=str(repo.path)))
+    yield app.test_client()
+    app.extensions["prompt_registry.service"].close()
+
+
+def test_a_placeholder_nothing_can_fill_is_flagged_as_lint_flags_it(leaves: FlaskClient) -> None:
+    result = _rendered(leaves, "/ui/agents/u/leaves", question="<b>{prefix}</b>")
+    rows = dict(re.findall(r'<tr id="placeholder-(\w+)">(.*?)</tr>', result))
+    assert list(rows) == ["chat_history", "agent_scratchpad", "note", "prefix"]  # in the order they first appear
+    assert "the executor, with the conversation&#39;s prior turns" in rows["chat_history"]
+    assert "unfilled" not in rows["chat_history"] and "unfilled" not in rows["note"]
+    assert "nothing: the executor fills it for react agents only, and this one is vanilla" in rows["agent_scratchpad"]
+    assert "the input &#39;note&#39;, not given here: a run with these inputs stops" in rows["note"]
+    assert "nothing: no input and no runtime variable fills it" in rows["prefix"]
+    for name in ("agent_scratchpad", "prefix"):
+        assert '<span class="badge badge-bad">unfilled</span>' in rows[name]
+        assert f"<strong>Nothing can fill <code>{{{name}}}</code></strong>" in result
+        assert f'<a class="placeholder unfillable" href="#placeholder-{name}"' in result
+    assert "<td>user (2 times)</td>" in rows["prefix"]
+    # In the JSON example, {prefix} is JSON text, shown as written.
+    assert "Reply as {&#34;answer&#34;: &#34;{prefix}&#34;}" in result
+    # Printed text holding a name the template writes is read as a placeholder too: marked inside escaped text.
+    assert (
+        '<pre tabindex="0">&lt;b&gt;<a class="placeholder unfillable" href="#placeholder-prefix"'
+        ' aria-describedby="placeholder-prefix-fill"><mark>{prefix}</mark></a>&lt;/b&gt; ' in result
+    )
+    assert "<b>" not in result
+
+
+def test_only_the_first_thousand_places_of_placeholders_are_boxed(repo: LibraryRepo) -> None:
+    repo.release("v1.0.0", {"u/many.yml": f"name: many\nprompt_templates:\n  user: '{'{x} ' * (MAX_MARKED + 5)}'\n"})
+    app = create_app(Settings(repo=str(repo.path)))
+    try:
+        result = _rendered(app.test_client(), "/ui/agents/u/many", inputs="{}")
+    finally:
+        app.extensions["prompt_registry.service"].close()
+    assert result.count("<mark>{x}</mark>") == MAX_MARKED and result.count("{x}") == MAX_MARKED + 5 + 1
+    assert f"Only the first {MAX_MARKED} of the {MAX_MARKED + 5} places they hold are boxed" in result
+    assert f"<td>user ({MAX_MARKED + 5} times)</td>" in result
+
+
+def test_a_render_that_leaves_no_placeholder_lists_none(leaves: FlaskClient, ui: FlaskClient) -> None:
+    url = "/ui/agents/explain_code/snippet?release=v1.1.0"
+    result = _rendered(ui, url, code="print('{x}')", language="python")
+    assert "Placeholders left" not in result and "<mark>" not in result and "print(&#39;{x}&#39;)" in result
 
 
 def test_a_playground_post_without_the_csrf_token_is_refused(ui: FlaskClient) -> None:
