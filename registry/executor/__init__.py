@@ -30,6 +30,11 @@ dependencies: a gateway runs agents with the client's dependencies, the
 providers' SDKs and, for MCP tools, ``mcp``.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from registry.executor.executor import Executor, RunResult
 from registry.executor.retrieval import Passage, Retriever, SqliteFtsRetriever, build_index
 from registry.executor.runtime import BLOCKED, COMPLETED, EXHAUSTED, FAILED, OUTCOMES
@@ -37,7 +42,20 @@ from registry.executor.scripted import ScriptedModel
 from registry.executor.sources import AgentSource, AsyncAgentSource
 from registry.executor.tools import PythonTools, ToolBox, ToolProvider, ToolResult, UnboundTools
 from registry.executor.trace import Span, Trace
-from registry.providers import ChatModel, ChatReply, ChatRequest, OpenAIChatModel, ToolCallRequest, Usage
+from registry.providers import ChatModel, ChatReply, ChatRequest, ToolCallRequest, Usage
+
+if TYPE_CHECKING:
+    from registry.providers.openai_chat import OpenAIChatModel
+
+
+def __getattr__(name: str) -> Any:
+    """``OpenAIChatModel``, with the ``openai`` SDK imported on first use (as
+    ``registry.providers`` does): every command and every gateway that runs
+    no OpenAI model is spared the SDK's import, about a second."""
+    if name != "OpenAIChatModel":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module("registry.providers.openai_chat").OpenAIChatModel
+
 
 __all__ = [
     "BLOCKED",

@@ -457,21 +457,20 @@ def test_workers_booting_together_make_one_mirror(upstream: Upstream, tmp_path: 
 _WAIT_UNDER_GEVENT = """
 import gevent.monkey
 gevent.monkey.patch_all()
-import sys, time
+import sys
 import gevent
 from registry.store.filelock import exclusively
-ticks = []
 def tick():
     while True:
-        ticks.append(time.monotonic())
+        print("tick", flush=True)
         gevent.sleep(0.01)
 ticker = gevent.spawn(tick)
-started = time.monotonic()
+# The ticker cannot run before this greenlet yields: every tick printed
+# after "waiting" ran while the lock was being waited for.
+print("waiting", flush=True)
 with exclusively(sys.argv[1]):
-    waited = time.monotonic() - started
-ticker.kill()
-during = [t for t in ticks if started < t < started + waited]
-print(f"{waited:.3f} {len(during)}")
+    ticker.kill()
+    print("acquired", flush=True)
 """
 
 
@@ -479,25 +478,32 @@ def test_waiting_for_the_sync_lock_leaves_a_gevent_worker_serving(tmp_path: Path
     """A gevent worker shares one thread among its connections: while it waits
     for another process's lock, its other greenlets must keep running."""
     lock = tmp_path / "sync.lock"
+    holder_code = (
+        "import sys\nfrom registry.store.filelock import exclusively\n"
+        "with exclusively(sys.argv[1]):\n    print('held', flush=True)\n    sys.stdin.read()\n"
+    )
     with subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\nfrom registry.store.filelock import exclusively\n"
-            "with exclusively(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(1.0)\n",
-            str(lock),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", holder_code, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as holder:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        waiter = subprocess.run(
-            [sys.executable, "-c", _WAIT_UNDER_GEVENT, str(lock)], capture_output=True, text=True, timeout=60
-        )
-    assert waiter.returncode == 0, waiter.stderr
-    waited, ticks = waiter.stdout.split()
-    assert float(waited) > 0.3  # it did wait for the holder
-    assert int(ticks) >= 10  # and the other greenlet ran meanwhile (every 10 ms)
+        assert holder.stdin is not None and holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        with subprocess.Popen(
+            [sys.executable, "-c", _WAIT_UNDER_GEVENT, str(lock)], stdout=subprocess.PIPE, text=True
+        ) as waiter:
+            assert waiter.stdout is not None
+            # Were the wait to block the thread, no tick would come: the lock
+            # is then let go after a minute, and "acquired" fails the test.
+            watchdog = threading.Timer(60, holder.stdin.close)
+            watchdog.start()
+            assert waiter.stdout.readline().strip() == "waiting"
+            # The holder keeps the lock until the other greenlet has run ten
+            # times: the wait did not block the worker's one thread.
+            assert [waiter.stdout.readline().strip() for _ in range(10)] == ["tick"] * 10
+            watchdog.cancel()
+            holder.stdin.close()
+            rest = waiter.stdout.read().split()
+        assert waiter.wait(timeout=60) == 0
+    assert rest[-1] == "acquired" and set(rest[:-1]) <= {"tick"}
 
 
 def test_a_worker_whose_sibling_fetched_after_it_was_asked_does_not_fetch_again(

@@ -285,3 +285,17 @@ def test_importing_the_package_loads_no_sdk_and_a_missing_library_says_how_to_in
         f"the provider 'm' ({tmp_path / 'models.yml'}:2:3) is of kind litellm, whose library litellm is not"
         " installed: pip install 'prompt-registry[providers]'"
     )
+
+
+def test_the_executor_and_the_command_line_load_no_sdk_until_a_model_needs_one() -> None:
+    # Every command imports the executor (run, test, agents serve): the
+    # openai SDK's import (about a second) waits for an OpenAI model.
+    script = (
+        "import sys\n"
+        "import registry.executor, registry.cli.main\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'litellm') if m in sys.modules))\n"
+        "from registry.executor import OpenAIChatModel\n"
+        "print(OpenAIChatModel.__module__, 'openai' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines() == ["[]", "registry.providers.openai_chat True"]
