@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from registry.format.safeyaml import JsonPath, YamlDocument
-from registry.models import Issue, close_matches, did_you_mean, json_pointer, location, shorten
+from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 
 SCHEMA_RULE = "eval-schema"
 """The rule of a problem with the file's format (lint's rule ids: ``registry.authoring.lintreport.RULES``)."""
@@ -43,11 +43,6 @@ class Problems:
                 rule=rule,
             )
         )
-
-    def where(self, path: JsonPath) -> str:
-        """``file:line:column`` of ``path``."""
-        position = self.document.position(path) if self.document is not None else None
-        return location(self.source, position.line if position else None, position.column if position else None)
 
     def check_keys(self, value: Mapping[str, Any], path: JsonPath, known: Sequence[str], *, what: str) -> None:
         """An unknown key of ``value`` (``what`` it is: "a case") is a problem, with a "did you mean"."""

@@ -83,7 +83,8 @@ def stream_pieces(stream: IO[bytes], *, streamed: str, limits: StreamLimits = St
         raise YamlError([_issue("file is empty; it is a YAML mapping of keys", None)])
     top = _next(events)  # after the document's start
     if not isinstance(top, yaml.MappingStartEvent):
-        raise YamlError([_issue("the file is not a mapping of keys", top.start_mark, rule="not-a-mapping")])
+        hint = "write the file as a mapping of keys, one 'key: value' a line"
+        raise YamlError([_issue("the file is not a mapping of keys", top.start_mark, hint=hint, rule="not-a-mapping")])
     reader = _PieceReader(events, streamed, limits.piece)
     yield from reader.top_level()
     _next(events)  # the document's end
