@@ -97,6 +97,8 @@ class _Agent:
 
 @dataclass
 class _FileChecker:
+    """Checks one eval file, case by case, against the library."""
+
     file: str
     catalog: ReleaseCatalog
     agents: set[str]
