@@ -45,6 +45,18 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
         # lint warns about model.params a definition's provider does not take.
         "registry.providers.params",
+        # lint checks eval files.
+        "registry.evals",
+    ),
+    # Eval datasets and assertions, and the eval runner and its reports:
+    # agents run through the executor on releases read as the service reads them.
+    "registry.evals": (
+        *SHARED,
+        *BELOW_SERVING,
+        "registry.serving.service",
+        "registry.executor",
+        "registry.client",
+        "registry.providers",
     ),
     # The server's own renderer, parsers and bundle format, and release
     # ranges matched as the server matches them; nothing that reads git,

@@ -7,6 +7,7 @@ would serve every definition. On top of what serving needs, lint reports
 what is probably a mistake: files outside the layout, inputs nothing uses,
 includes it cannot check, partials nothing includes, and includes that
 recurse on every path (Jinja finds those only when a render never ends).
+It also checks the eval files beside the agents root (``lintevals``).
 
 This module walks the library (on several processes when it is large);
 what it reports is in ``lintreport``, the checks beyond serving in
@@ -29,6 +30,7 @@ from registry.authoring.lintchecks import (
     tool_findings,
     usage_warnings,
 )
+from registry.authoring.lintevals import lint_evals
 from registry.authoring.lintreport import Finding, LintReport, finding
 from registry.errors import ConfigurationError, InvalidDefinition
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
@@ -100,6 +102,7 @@ def lint(
                 line=cycle.line,
             )
         )
+    lint_evals(base, agents_root, catalog, report)
     report.findings.sort(key=lambda f: (f.file, f.line or 0, f.column or 0, f.rule))
     return report
 

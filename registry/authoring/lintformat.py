@@ -38,6 +38,8 @@ def as_text(report: LintReport, *, colour: bool = False) -> str:
         if finding.hint:
             lines.append(style(f"    hint: {finding.hint}", "dim"))
     checked = f"{plural(len(report.definitions), 'definition')} and {plural(len(report.partials), 'partial')}"
+    if report.evals:
+        checked = checked.replace(" and ", ", ") + f" and {plural(len(report.evals), 'eval file')}"
     if report.findings:
         summary = f"{plural(report.errors, 'error')}, {plural(report.warnings, 'warning')} in {checked}"
         lines.append(style(summary, "error" if report.errors else "warning"))
@@ -52,6 +54,7 @@ def as_json(report: LintReport) -> str:
         "summary": {
             "definitions": len(report.definitions),
             "partials": len(report.partials),
+            "evals": len(report.evals),
             "errors": report.errors,
             "warnings": report.warnings,
         },
@@ -61,10 +64,10 @@ def as_json(report: LintReport) -> str:
 
 
 def as_junit(report: LintReport) -> str:
-    """One test case per file (definitions and partials); each error a
-    failure. Warnings are written to the case's system-out, so CI shows them
-    without failing the report."""
-    files = sorted({*report.definitions, *report.partials, *(f.file for f in report.findings)})
+    """One test case per file (definitions, partials and eval files); each
+    error a failure. Warnings are written to the case's system-out, so CI
+    shows them without failing the report."""
+    files = sorted({*report.definitions, *report.partials, *report.evals, *(f.file for f in report.findings)})
     suite = ElementTree.Element(
         "testsuite",
         name="prompt-registry lint",

@@ -170,6 +170,44 @@ RULES: dict[str, Rule] = {
             "remove it, or bind the provider to a kind that takes it"
             " (see 'Parameters, per provider' in docs/executor.md)",
         ),
+        Rule("eval-schema", "error", "an eval file does not fit its format", "see docs/evals.md"),
+        Rule(
+            "eval-layout",
+            "warning",
+            "a .yml or .yaml file under the evals root outside <usecase>/<name>.yml, so it is not read",
+            "move it to <evals root>/<usecase>/<name>.yml, or under a directory starting with '_' if it is not one",
+        ),
+        Rule(
+            "eval-agent",
+            "error",
+            "an eval file for an agent that is not in the library",
+            "fix the agent's name, or name the agent with 'agent: usecase/name'",
+        ),
+        Rule(
+            "eval-inputs",
+            "error",
+            "a case's inputs name an input the agent does not declare, or do not fit its inputs schema",
+            "give each case the inputs the agent declares",
+        ),
+        Rule(
+            "eval-judge",
+            "error",
+            "a judge that is not an agent of the library, or that cannot judge",
+            "a judge has 'output_parser: {type: json, output_schema: ...}' requiring score (a number from 0 to 1),"
+            " pass (a boolean) and reason (a string), and takes inputs, answer and expectation; see docs/evals.md",
+        ),
+        Rule(
+            "eval-duplicate-id",
+            "error",
+            "two cases of an eval file have the same id",
+            "give each case its own id: reports compare cases by id",
+        ),
+        Rule(
+            "eval-regex",
+            "error",
+            "a regex assertion RE2 cannot run (backreferences, lookaround)",
+            "rewrite it in RE2's syntax, which matches in time linear in the output",
+        ),
         Rule("internal", "error", "the file could not be checked", "report this as a bug in prompt-registry"),
     )
 }
@@ -240,6 +278,8 @@ class LintReport:
     definitions: list[str] = field(default_factory=list)
     """Paths relative to the repository, like every path in a report."""
     partials: list[str] = field(default_factory=list)
+    evals: list[str] = field(default_factory=list)
+    """The eval files read (``registry.authoring.lintevals``)."""
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -262,6 +302,7 @@ def finding(
     hint: str | None = None,
     at: JsonPath = (),
     line: int | None = None,
+    column: int | None = None,
     template_line: int | None = None,
 ) -> Finding:
     """A finding of the rule ``rule_id``, with the rule's own hint unless given one."""
@@ -274,5 +315,6 @@ def finding(
         hint=hint or rule.hint,
         at=at,
         line=line,
+        column=column,
         template_line=template_line,
     )

@@ -18,7 +18,7 @@ from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits
 from registry.rendering import RenderLimits
 from tests.conftest import MINIMAL
-from tests.support.lint_libraries import AGENTS, FAILING, GOOD, chain, write_library
+from tests.support.lint_libraries import AGENTS, EVALS, FAILING, GOOD, chain, write_library
 
 
 def _rules(report: LintReport) -> set[str]:
@@ -42,7 +42,7 @@ def test_each_rule_fails_its_example(tmp_path: Path, rule: str) -> None:
     assert rule in _rules(report)
     finding = next(f for f in report.findings if f.rule == rule)
     assert finding.severity == RULES[rule].severity
-    assert finding.file.startswith(AGENTS) and finding.hint
+    assert finding.file.startswith((AGENTS, EVALS)) and finding.hint
     assert report.errors == sum(f.severity == "error" for f in report.findings)
 
 
@@ -298,7 +298,7 @@ def test_output_formats(tmp_path: Path) -> None:
     assert text.rstrip().endswith("1 error, 1 warning in 3 definitions and 2 partials")
     assert "\033[" not in text and "\033[31m" in as_text(report, colour=True)
     body = json.loads(as_json(report))
-    assert body["summary"] == {"definitions": 3, "partials": 2, "errors": 1, "warnings": 1}
+    assert body["summary"] == {"definitions": 3, "partials": 2, "evals": 0, "errors": 1, "warnings": 1}
     assert [f["rule"] for f in body["findings"]] == ["unused-partial", "schema"]  # sorted by file
     suite = ElementTree.fromstring(as_junit(report)).find("testsuite")
     assert suite is not None and suite.get("tests") == "5" and suite.get("failures") == "1"

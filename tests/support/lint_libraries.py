@@ -4,20 +4,23 @@ written into a directory, a good one, and for each rule one that breaks it."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from tests.conftest import MINIMAL, WITH_RULES
 
 AGENTS = "ai_gateway/agents"
+EVALS = "ai_gateway/evals"
 RULES_PARTIAL = "Rules:\n{% for rule in rules %}- {{ rule }}\n{% endfor %}"
 
 
 def write_library(tmp_path: Path, files: Mapping[str, str | bytes]) -> Path:
-    """A library of ``files`` (relative to its agents root) under ``tmp_path``; its root."""
+    """A library of ``files`` (relative to its agents root: eval files are
+    ``../evals/<usecase>/<name>.yml``) under ``tmp_path``; its root."""
     base = tmp_path / "library"
     for relative, content in files.items():
-        target = base / AGENTS / relative
+        target = Path(os.path.normpath(base / AGENTS / relative))
         target.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             target.write_bytes(content)
@@ -119,6 +122,17 @@ prompt_templates:
         "chat/n9.yml": chain("chat/minimal"),
     },
     "composite-budget": {"chat/bad.yml": chain(*["chat/minimal"] * 11, limits={"max_llm_calls": 10})},
+    "eval-schema": {"../evals/chat/minimal.yml": "cases:\n  - id: one\n    expect: [{contain: x}]\n"},
+    "eval-layout": {"../evals/minimal.yml": "cases: [{id: one}]\n"},
+    "eval-agent": {"../evals/chat/minimal.yml": "agent: chat/minimall\ncases: [{id: one}]\n"},
+    "eval-inputs": {"../evals/chat/minimal.yml": "cases: [{id: one, inputs: {questoin: q}}]\n"},
+    "eval-judge": {
+        "../evals/chat/minimal.yml": "cases: [{id: one, inputs: {question: q}, expect: [{judge: chat/with_rules}]}]\n"
+    },
+    "eval-duplicate-id": {"../evals/chat/minimal.yml": "cases: [{id: one, inputs: {question: q}}, {id: one}]\n"},
+    "eval-regex": {
+        "../evals/chat/minimal.yml": "cases: [{id: one, inputs: {question: q}, expect: [{regex: '(a)\\1'}]}]\n"
+    },
     "composite-size": {  # 2 chains of 50 agents each, and one more: 103 agents reached
         **{f"chat/l{i}.yml": MINIMAL for i in range(100)},
         "chat/half0.yml": chain(*[f"chat/l{i}" for i in range(50)], limits={"max_llm_calls": 1000}),

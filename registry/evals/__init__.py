@@ -1,0 +1,112 @@
+"""Evaluations: datasets of cases in the library, the assertions on a run of
+each, and (to come) the runner that compares two releases and its reports.
+
+An eval file, ``<evals root>/<usecase>/<name>.yml`` beside the agents root
+(``ai_gateway/evals`` for ``ai_gateway/agents``), holds cases for the agent
+``<usecase>/<name>`` (or the one ``agent:`` names); every release carries its
+datasets. Its format is ``schemas/eval.v1.schema.json`` and docs/evals.md.
+
+The modules, by concern:
+
+- ``dataset``: the typed, frozen values of a file: ``EvalHeader`` (``agent``,
+  ``description``, ``Defaults``), ``EvalCase`` (``id``, ``inputs``,
+  ``history`` of ``Turn``, ``expect``, ``repeat``, ``tags``) or
+  ``InvalidCase``, and one class per assertion kind (``Contains``,
+  ``NotContains``, ``JsonSchema``, ``Equals``, ``Regex``, ``ToolCalled``,
+  ``OutcomeIs``, ``MaxLlmCalls``: the ``LocalAssertion``; and ``Judge``);
+  where eval files are (``evals_root``, ``agent_of_path``, ``eval_path``).
+- ``reading``: ``open_eval_file`` / ``EvalFile``: the header at once, the
+  cases streamed one at a time in bounded memory (``entries`` for every case
+  or why it cannot run, ``cases`` for a runner, both with a ``limit``), every
+  problem an ``Issue`` at file:line:column with "did you mean";
+  ``expectations`` reads each assertion (RE2 patterns compiled, schemas
+  checked) and ``problems`` collects the issues.
+- ``assertions``: ``CaseRun`` (what one run did; ``CaseRun.of`` reads the
+  executor's ``RunResult``), ``check`` of a ``LocalAssertion`` into an
+  ``AssertionResult`` (``passed``, ``failed`` with a reason, or ``error``).
+- ``judge``: what makes an agent a judge (``judge_problems``), the
+  ``JudgeRequest`` a runner sends it, and ``judged``, its reply read into an
+  ``AssertionResult`` (a garbage verdict is ``error``).
+
+Nothing here imports the executor at run time (reading an eval file for
+lint stays light); ``CaseRun.of`` only reads the ``RunResult`` it is given.
+
+May import: errors, models, settings, format, rendering, store, the
+service (``registry.serving.service``, for releases), executor, client and
+providers. Nothing of the HTTP layer or the CLI.
+"""
+
+from __future__ import annotations
+
+from registry.evals.assertions import (
+    AssertionResult,
+    CaseRun,
+    JudgeVerdict,
+    Status,
+    ToolCallMade,
+    check,
+)
+from registry.evals.dataset import (
+    ASSERTION_KINDS,
+    OUTCOMES,
+    Assertion,
+    Contains,
+    Defaults,
+    Equals,
+    EvalCase,
+    EvalHeader,
+    InvalidCase,
+    JsonSchema,
+    Judge,
+    LocalAssertion,
+    MaxLlmCalls,
+    NotContains,
+    OutcomeIs,
+    Regex,
+    ToolCalled,
+    Turn,
+    agent_of_path,
+    eval_path,
+    evals_root,
+)
+from registry.evals.judge import JUDGE_INPUTS, JudgeRequest, before_judging, judge_problems, judge_request, judged
+from registry.evals.reading import EvalFile, EvalLimits, open_eval_file
+
+__all__ = [
+    "ASSERTION_KINDS",
+    "JUDGE_INPUTS",
+    "OUTCOMES",
+    "Assertion",
+    "AssertionResult",
+    "CaseRun",
+    "Contains",
+    "Defaults",
+    "Equals",
+    "EvalCase",
+    "EvalFile",
+    "EvalHeader",
+    "EvalLimits",
+    "InvalidCase",
+    "JsonSchema",
+    "Judge",
+    "JudgeRequest",
+    "JudgeVerdict",
+    "LocalAssertion",
+    "MaxLlmCalls",
+    "NotContains",
+    "OutcomeIs",
+    "Regex",
+    "Status",
+    "ToolCallMade",
+    "ToolCalled",
+    "Turn",
+    "agent_of_path",
+    "before_judging",
+    "check",
+    "eval_path",
+    "evals_root",
+    "judge_problems",
+    "judge_request",
+    "judged",
+    "open_eval_file",
+]
