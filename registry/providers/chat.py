@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 """The largest response body the executor reads from a model endpoint:
@@ -80,6 +80,12 @@ class ServedBy:
         return cls(str(data["provider"]), str(data["kind"]), str(data["model"]), data.get("route"))
 
 
+ReplyOrigin = Literal["cache", "replay"]
+"""Where a reply that no model gave now came from: ``cache`` (a
+``CachingChatModel`` entry of an earlier run) or ``replay`` (a
+``ReplayChatModel`` file)."""
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One call to the model."""
@@ -136,6 +142,11 @@ class ChatReply:
     response_id: str | None = None
     served_by: ServedBy | None = None
     """The binding that answered, when a router chose one."""
+    origin: ReplyOrigin | None = None
+    """Where the reply came from when no model answered this call (the
+    cache, a replay file); None: a model answered it now. A trace keeps it
+    with the reply (``registry.reply``), so that a cached answer is never
+    taken for a live one."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChatReply:
@@ -151,6 +162,7 @@ class ChatReply:
             finish_reason=data.get("finish_reason"),
             response_id=data.get("response_id"),
             served_by=ServedBy.from_dict(data["served_by"]) if isinstance(data.get("served_by"), dict) else None,
+            origin=data["origin"] if data.get("origin") in ("cache", "replay") else None,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -165,6 +177,8 @@ class ChatReply:
             out["response_id"] = self.response_id
         if self.served_by is not None:
             out["served_by"] = self.served_by.as_dict()
+        if self.origin is not None:
+            out["origin"] = self.origin
         return out
 
 
