@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from registry.errors import ConfigurationError
-from registry.executor import Executor, OpenAIChatModel, SqliteFtsRetriever
+from registry.executor import Executor, OpenAIChatModel, ScriptedModel, SqliteFtsRetriever
 from registry.executor.events import OutcomeEvent
 from registry.executor.executor import RunResult
 from registry.providers.chat import ChatModel
@@ -23,6 +23,7 @@ from registry.providers.recording import RecordingChatModel, ReplayChatModel, ex
 from tests.support.executor_fixtures import (
     NO_SCHEMA_INPUTS,
     example_inputs,
+    executor_for,
     library_tools,
     registry_client,
     run_scripted,
@@ -129,6 +130,19 @@ def test_a_streamed_run_is_recorded_and_replayed_as_a_stream(
         _run_case(example, docs_index, ReplayChatModel(path), STREAMED, f"{STREAMED} example", stream=True)
     )
     assert (replayed.outcome, replayed.output) == (recorded.outcome, recorded.output)
+
+
+def test_a_case_label_set_before_a_synchronous_run_reaches_the_model(example: Path, tmp_path: Path) -> None:
+    # Executor.run runs on a loop of its own, in another thread: the label set here goes with the call.
+    path = tmp_path / "replay.yml"
+    recorder = RecordingChatModel(ScriptedModel.from_replies([{"content": '{"label": "billing"}'}], source="t"), path)
+    token = exchange_label.set("sync case")
+    try:
+        with executor_for(example, recorder) as executor:
+            assert executor.run("support/classify_request", example_inputs("support/classify_request")).completed
+    finally:
+        exchange_label.reset(token)
+    assert [exchange.case for exchange in ReplayChatModel(path).exchanges] == ["sync case"]
 
 
 def test_a_request_the_replay_lacks_fails_the_run_naming_the_case(
