@@ -32,17 +32,17 @@ The file
 
     version: 1
     exchanges:
-      - case: refund-simple            # the exchange_label of the call; absent outside evals
-        agent: support/triage          # who asked (for readers: not part of the key)
-        request: {model: ..., provider: ..., messages: [...], tools: [...], params: {...}, ...}
-        replies:                       # in the order the calls were made
-          - content: ...
-            tool_calls: [{id: ..., name: ..., arguments: '{"json": "text"}'}]
-            finish_reason: stop
-            model: gpt-4o-mini-2024-07-18
-            usage: {input_tokens: 10, output_tokens: 5}
-            served_by: {provider: openai, kind: openai, model: gpt-4o-mini}
-          - error: {reason: status, message: ..., http_status: 503}   # a call that failed
+    - case: refund-simple              # the exchange_label of the calls; absent outside evals
+      agent: support/triage            # who asked (for readers: not part of the key)
+      request: {model: ..., provider: ..., messages: [...], tools: [...], params: {...}, ...}
+      replies:                         # in the order the calls were made
+      - content: ...
+        tool_calls: [{id: ..., name: ..., arguments: '{"json": "text"}'}]
+        finish_reason: stop
+        model: gpt-4o-mini-2024-07-18
+        usage: {input_tokens: 10, output_tokens: 5}
+        served_by: {provider: openai, kind: openai, model: gpt-4o-mini}
+      - error: {reason: status, message: ..., http_status: 503}   # a call that failed
 
 Texts of several lines are block strings (``|``); keys come in a fixed
 order (messages ``role`` first, then their other keys sorted; every other

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,8 @@ from tests.support.executor_fixtures import (
     registry_client,
     run_scripted,
 )
-from tests.support.openai_server import ScriptedModelServer
+from tests.support.openai_server import REPOSITORY, ScriptedModelServer
+from tests.support.servers import RegistryProcess
 
 # A leaf with native tool calls, a ReAct leaf, a json leaf, and composites:
 # a route, a chain gated by a response gate, an evaluator-optimizer loop.
@@ -209,3 +212,25 @@ def test_concurrent_cases_recorded_twice_write_the_same_file(
     first = (tmp_path / "first.yml").read_bytes()
     assert first == (tmp_path / "second.yml").read_bytes()
     assert first.count(b"- case: ") == 9  # three of classify_request, six of tools_triage (two calls each)
+
+
+def test_the_python_example_of_the_recording_docs_runs_and_writes_the_file_shown(tmp_path: Path) -> None:
+    page = (REPOSITORY / "docs" / "executor.md").read_text(encoding="utf-8")
+    section = page[page.index("## Recording and replaying model exchanges") :]
+    code = _block(section, "```python\n")
+    shown = _block(section[section.index("### The file") :], "```yaml\n")
+    with RegistryProcess("--example") as registry:
+        script = tmp_path / "example.py"
+        script.write_text(code.replace("http://127.0.0.1:8080", registry.base), encoding="utf-8")
+        result = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["completed {'label': 'billing'}", "replay"]
+    assert (tmp_path / "replay.yml").read_text(encoding="utf-8") == shown
+
+
+def _block(text: str, opening: str) -> str:
+    """The first fenced block of ``text`` that opens with ``opening``."""
+    start = text.index(opening) + len(opening)
+    return text[start : text.index("```", start)]
