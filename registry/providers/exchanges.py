@@ -58,7 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -165,14 +165,7 @@ def request_of_parts(parts: Mapping[str, Any]) -> ChatRequest:
 def recorded_reply(reply: ChatReply) -> ChatReply:
     """What a recording keeps of ``reply``: not its response id nor its
     origin, which change from run to run and would only add noise to a diff."""
-    return ChatReply(
-        content=reply.content,
-        tool_calls=reply.tool_calls,
-        usage=reply.usage,
-        model=reply.model,
-        finish_reason=reply.finish_reason,
-        served_by=reply.served_by,
-    )
+    return replace(reply, response_id=None, origin=None)
 
 
 def reply_data(reply: RecordedReply) -> dict[str, Any]:
