@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
@@ -62,14 +61,21 @@ from registry.providers.openai_request import (
     build,
     can_stream,
 )
-from registry.providers.transport import CappedTransport, RetryPolicy, first_line, status_error
+from registry.providers.transport import (
+    CappedTransport,
+    Refused,
+    RetryPolicy,
+    before,
+    first_line,
+    status_error,
+    timed_out,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-set"
 """Sent as the API key when there is none: local servers need none, and the
 SDK refuses to start without one (or reads ``OPENAI_API_KEY`` itself)."""
 _SECRET_CHARS = 8
-_TIMEOUT_AT: Callable[[float], AbstractAsyncContextManager[None]] | None = getattr(asyncio, "timeout_at", None)
 _T = TypeVar("_T")
 
 
@@ -196,7 +202,7 @@ class OpenAIChatModel:
         timeout = request.timeout or self._default_timeout
         begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
-            body, _ = await self._attempts(lambda deadline: self._send(sent, deadline), timeout, begun)
+            body, _ = await self._retrying(lambda deadline: self._send(sent, deadline), timeout, begun)
         return reply_from_body(body)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
@@ -213,7 +219,7 @@ class OpenAIChatModel:
         timeout = request.timeout or self._default_timeout
         begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
-            chunks, deadline = await self._attempts(lambda deadline: self._open(sent, deadline), timeout, begun)
+            chunks, deadline = await self._retrying(lambda deadline: self._open(sent, deadline), timeout, begun)
             try:
                 assembler = StreamAssembler()
                 while (chunk := await self._next_chunk(chunks, deadline, timeout)) is not None:
@@ -260,7 +266,7 @@ class OpenAIChatModel:
     ) -> dict[str, Any] | list[Any] | str | None:
         """The next chunk's JSON, or None at the stream's end."""
         try:
-            chunk: Any = await _before(deadline, chunks.__anext__())
+            chunk: Any = await before(deadline, chunks.__anext__())
         except StopAsyncIteration:
             return None
         except Exception as exc:
@@ -268,25 +274,17 @@ class OpenAIChatModel:
         # The SDK builds chunks without validating them: their JSON, as it came, is read instead.
         return cast("dict[str, Any]", chunk.to_dict(warnings=False)) if hasattr(chunk, "to_dict") else chunk
 
-    async def _attempts(self, send: Callable[[float], Awaitable[_T]], timeout: float, begun: float) -> tuple[_T, float]:
-        """``send(deadline)`` until it answers, retrying 429 and 5xx answers;
-        its answer and the deadline of the attempt that gave it. The first
-        attempt's deadline counts from ``begun`` (before waiting for a slot),
-        each retry's from its start."""
-        loop = asyncio.get_running_loop()
-        deadline = begun + timeout
-        attempt = 0
-        while True:
-            try:
-                return await _before(deadline, send(deadline)), deadline
-            except openai.APIStatusError as exc:
-                if not self._retry.retries(exc.status_code, attempt):
-                    raise self._translated(exc, timeout, attempts=attempt) from exc
-                await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
-                attempt += 1
-                deadline = loop.time() + timeout
-            except Exception as exc:
-                raise self._translated(exc, timeout, attempts=attempt) from exc
+    async def _retrying(self, send: Callable[[float], Awaitable[_T]], timeout: float, begun: float) -> tuple[_T, float]:
+        """``send(deadline)`` after the retries of the policy: its answer and
+        the deadline of the attempt that gave it. The first attempt's
+        deadline counts from ``begun`` (before waiting for a slot)."""
+        return await self._retry.run(
+            send,
+            timeout=timeout,
+            refused=_refused,
+            fail=lambda exc, retries: self._give_up(exc, retries, timeout),
+            begun=begun,
+        )
 
     def _slot(self, timeout: float) -> _Slot:
         if self._max_concurrency is None:
@@ -299,6 +297,10 @@ class OpenAIChatModel:
 
     # --- errors ------------------------------------------------------------------------
 
+    def _give_up(self, exc: Exception, retries: int, timeout: float) -> NoReturn:
+        """Raise the ``ModelError`` of a call that failed after ``retries`` retries."""
+        raise self._translated(exc, timeout, attempts=retries) from exc
+
     def _translated(self, exc: BaseException, timeout: float, *, attempts: int) -> ModelError:
         """The ``ModelError`` of a failure of the SDK, without the credentials."""
         if isinstance(exc, ModelError):
@@ -306,7 +308,7 @@ class OpenAIChatModel:
         if isinstance(exc, openai.APIStatusError):
             return self._redacted(status_error(exc.status_code, exc.body, retries=attempts))
         if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
-            return ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout")
+            return timed_out(timeout)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
             what = f"the connection to the model endpoint {self.base_url} failed: {first_line(cause)}"
@@ -352,15 +354,8 @@ class _Slot:
             self._semaphore.release()
 
 
-async def _before(deadline: float, awaitable: Awaitable[_T]) -> _T:
-    """What ``awaitable`` gives, or ``asyncio.TimeoutError`` at ``deadline``
-    (the running loop's clock)."""
-    if _TIMEOUT_AT is not None:
-        # Python 3.11+: the deadline without a task per wait (wait_for's),
-        # which cost half a millisecond of a stream's first token here.
-        async with _TIMEOUT_AT(deadline):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, _left(deadline))
+def _refused(exc: Exception) -> Refused | None:
+    return Refused(exc.status_code, exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
 
 
 def _left(deadline: float) -> float:
