@@ -46,12 +46,13 @@ from registry.providers.anthropic_messages import MessagesCall, StreamAssembly, 
 from registry.providers.chat import MAX_REPLY_BYTES, ChatReply, ChatRequest, StreamItem, TextDelta
 from registry.providers.params import ProviderKind
 from registry.providers.transport import (
-    CappedTransport,
     Refused,
     RetryPolicy,
     before,
     error_message,
     first_line,
+    redacted,
+    sdk_options,
     status_error,
     timed_out,
 )
@@ -138,11 +139,8 @@ class AnthropicChatModel:
         self._secrets = tuple(s for s in (api_key, access_token, aws_secret_key, aws_session_token) if s)
         common: dict[str, Any] = {
             "base_url": base_url,
-            "max_retries": 0,
-            "timeout": default_timeout,
-            # The SDK's defaults (connection limits, redirects), over our transport.
-            "http_client": anthropic.DefaultAsyncHttpxClient(
-                transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
+            **sdk_options(
+                anthropic.DefaultAsyncHttpxClient, default_timeout=default_timeout, max_reply_bytes=max_reply_bytes
             ),
         }
         if platform == "vertex":
@@ -300,10 +298,7 @@ class AnthropicChatModel:
         return text
 
     def _redacted(self, error: ModelError) -> ModelError:
-        detail = self._redact(error.detail)
-        if detail == error.detail:
-            return error
-        return ModelError(detail, reason=error.reason, http_status=error.http_status)
+        return redacted(error, self._redact)
 
 
 def _refused(exc: Exception) -> Refused | None:

@@ -28,6 +28,7 @@ ours, as in the other adapters:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -65,6 +66,7 @@ from registry.providers.transport import (
     RetryPolicy,
     before,
     error_message,
+    redacted,
     status_error,
     timed_out,
     too_large,
@@ -244,8 +246,7 @@ class LiteLLMChatModel:
         log of the chain would show it."""
         if self._quoted_key is None or not any(map(self._quoted_key.search, (error.detail, str(cause)))):
             raise error from cause
-        detail = self._quoted_key.sub(_REDACTED, error.detail)
-        raise ModelError(detail, reason=error.reason, http_status=error.http_status) from None
+        raise redacted(error, functools.partial(self._quoted_key.sub, _REDACTED)) from None
 
 
 # --- errors ---------------------------------------------------------------------------------

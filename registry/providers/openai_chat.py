@@ -34,7 +34,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
 import openai
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk
@@ -62,11 +61,12 @@ from registry.providers.openai_request import (
     can_stream,
 )
 from registry.providers.transport import (
-    CappedTransport,
     Refused,
     RetryPolicy,
     before,
     first_line,
+    redacted,
+    sdk_options,
     status_error,
     timed_out,
 )
@@ -145,24 +145,22 @@ class OpenAIChatModel:
         self.complete_by_streaming = (
             self.server == "llama.cpp" if complete_by_streaming is None else complete_by_streaming
         )
-        # The SDK's defaults (connection limits, redirects), over our transport.
-        http_client = openai.DefaultAsyncHttpx2Client(
-            transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
-        )
-        self._client = self._sdk_client(api_key, api_version, azure_deployment, http_client)
+        self._client = self._sdk_client(api_key, api_version, azure_deployment, max_reply_bytes)
 
     def _sdk_client(
         self,
         api_key: str | None,
         api_version: str | None,
         azure_deployment: str | None,
-        http_client: httpx2.AsyncClient,
+        max_reply_bytes: int,
     ) -> openai.AsyncOpenAI:
         common: dict[str, Any] = {
             "api_key": api_key or _NO_KEY,
-            "max_retries": 0,
-            "timeout": self._default_timeout,
-            "http_client": http_client,
+            **sdk_options(
+                openai.DefaultAsyncHttpx2Client,
+                default_timeout=self._default_timeout,
+                max_reply_bytes=max_reply_bytes,
+            ),
         }
         if self.kind != "azure_openai":
             if api_version is not None or azure_deployment is not None:
@@ -322,13 +320,13 @@ class OpenAIChatModel:
         return self._redacted(ModelError(f"the model call failed: {first_line(exc)}", reason="connection"))
 
     def _redacted(self, error: ModelError) -> ModelError:
-        detail = str(error)
-        clean = detail
+        return redacted(error, self._redact)
+
+    def _redact(self, text: str) -> str:
+        """``text`` without the credentials this model was given (a server may echo them)."""
         for secret in self._secrets:
-            clean = clean.replace(secret, "[redacted]")
-        if clean == detail:
-            return error
-        return ModelError(clean, reason=error.reason, http_status=error.http_status)
+            text = text.replace(secret, "[redacted]")
+        return text
 
 
 class _Slot:

@@ -20,7 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import httpx2
 
@@ -162,6 +162,21 @@ class Refused:
     headers: Mapping[str, str]
 
 
+def sdk_options(
+    http_client: Callable[..., httpx2.AsyncClient], *, default_timeout: float, max_reply_bytes: int
+) -> dict[str, Any]:
+    """The options an official SDK's client (``openai``, ``anthropic``) is
+    built with: its own retries off, so that no other policy hides behind
+    ``RetryPolicy``; the default deadline; and ``http_client``, the SDK's
+    own client class (its connection limits and redirects), over the
+    size-capped transport."""
+    return {
+        "max_retries": 0,
+        "timeout": default_timeout,
+        "http_client": http_client(transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)),
+    }
+
+
 async def before(deadline: float, awaitable: Awaitable[_T]) -> _T:
     """What ``awaitable`` gives, or ``TimeoutError`` at ``deadline`` (the loop's time)."""
     if sys.version_info >= (3, 11):
@@ -186,6 +201,15 @@ def status_error(status: int, body: object, *, retries: int, what: str = "the mo
     message = error_message(body)
     detail = f"{what} answered {words}{after}" + (f": {message}" if message else "")
     return ModelError(detail, reason="status", http_status=status)
+
+
+def redacted(error: ModelError, redact: Callable[[str], str]) -> ModelError:
+    """``error`` with ``redact`` applied to its message (to blank out the
+    credentials an adapter was given): ``error`` itself when that changes nothing."""
+    detail = redact(error.detail)
+    if detail == error.detail:
+        return error
+    return ModelError(detail, reason=error.reason, http_status=error.http_status)
 
 
 def error_message(body: object) -> str:
