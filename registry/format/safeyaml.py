@@ -16,17 +16,21 @@ safe against the classic attacks and keeps where every value came from:
   non-finite floats are rejected, so the result always serialises to JSON.
 
 Every problem is reported as an ``Issue`` with a line and column.
+``read_yaml_file`` reads a settings file (a models file, a script of
+replies) and words every way it can fail as one ``ConfigurationError``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from registry.errors import ConfigurationError, summarize
 from registry.models import Issue, json_pointer
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -148,6 +152,31 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
     if issues:
         raise YamlError(issues)
     return YamlDocument(value=value, values=values, keys=keys)
+
+
+def read_yaml_file(path: str | Path, *, what: str, when_empty: str, limits: YamlLimits = YamlLimits()) -> YamlDocument:
+    """The document in the YAML file at ``path``, which messages call
+    ``what`` and its path (``models file m.yml``).
+
+    Raises ``ConfigurationError`` when the file does not exist, cannot be
+    read, is empty (the message then ends with ``when_empty``, what the file
+    should hold), or is not an acceptable document: then with every problem
+    as ``errors``, each naming the file, and the first in its message.
+    """
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigurationError(f"{what} {name} does not exist") from exc
+    except OSError as exc:
+        raise ConfigurationError(f"{what} {name} cannot be read: {exc.strerror or exc}") from exc
+    if not data.strip():
+        raise ConfigurationError(f"{what} {name} is empty; {when_empty}")
+    try:
+        return parse_yaml(data, limits=limits)
+    except YamlError as exc:
+        issues = [replace(issue, file=name) for issue in exc.issues]
+        raise ConfigurationError(summarize(issues), errors=issues) from exc
 
 
 def _decoded(data: bytes, limits: YamlLimits) -> str:

@@ -28,13 +28,13 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 from registry.errors import ConfigurationError, summarize
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, read_yaml_file
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, location, shorten
 from registry.providers import openai_request
 from registry.providers.params import KINDS, WELL_KNOWN, ProviderKind
@@ -224,21 +224,8 @@ class ModelsFile:
 def load_models_file(path: str | Path) -> ModelsFile:
     """The models file at ``path``. Raises ``ConfigurationError`` naming
     every problem, each with its line (``errors``), the first in its message."""
-    name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigurationError(f"models file {name} does not exist") from exc
-    except OSError as exc:
-        raise ConfigurationError(f"models file {name} cannot be read: {exc.strerror or exc}") from exc
-    if not data.strip():
-        raise ConfigurationError(f"models file {name} is empty; it needs a `providers:` mapping")
-    try:
-        document = parse_yaml(data, limits=_LIMITS)
-    except YamlError as exc:
-        issues = [replace(issue, file=name) for issue in exc.issues]
-        raise ConfigurationError(summarize(issues), errors=issues) from exc
-    return _Loader(name, document).models_file()
+    document = read_yaml_file(path, what="models file", when_empty="it needs a `providers:` mapping", limits=_LIMITS)
+    return _Loader(str(path), document).models_file()
 
 
 class _Loader:
