@@ -43,26 +43,20 @@ every answer the client left early (``"disconnected"``).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import zlib
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.support.redis_server import free_port
+from tests.support.scripted_process import ScriptedServerProcess, script_arguments, serve
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -498,43 +492,21 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServerProcess):
     """``python -m tests.support.anthropic_server`` on a free port, stopped by PID."""
 
     def __init__(self, replies: Sequence[Mapping[str, Any]], directory: Path) -> None:
-        self.port = free_port()
+        super().__init__(
+            "tests.support.anthropic_server",
+            replies,
+            directory,
+            script="anthropic-replies.json",
+            log="anthropic-requests.jsonl",
+            what="the scripted Anthropic server",
+        )
         self.base_url = f"http://127.0.0.1:{self.port}"
         """For ``AsyncAnthropic`` and ``AsyncAnthropicBedrock``; Vertex's is ``vertex_url``."""
         self.vertex_url = f"{self.base_url}/v1"
-        self._script = directory / "anthropic-replies.json"
-        self._script.write_text(json.dumps(replies), encoding="utf-8")
-        self.log = directory / "anthropic-requests.jsonl"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> AnthropicServer:
-        command = [sys.executable, "-m", "tests.support.anthropic_server", "--port", str(self.port)]
-        command += ["--script", str(self._script), "--log", str(self.log)]
-        self._process = subprocess.Popen(command, cwd=REPOSITORY)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.base_url}/health", timeout=1).close()
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("the scripted Anthropic server did not start") from None
-                time.sleep(0.05)
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Every line of the log so far, in order."""
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request body received so far, in order."""
-        return [entry["body"] for entry in self.entries() if "body" in entry]
 
     def wait_for_disconnect(self, timeout: float = 10.0) -> bool:
         """Whether the server saw a client leave a stream, within ``timeout`` seconds."""
@@ -545,34 +517,11 @@ class AnthropicServer:
             time.sleep(0.05)
         return False
 
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--script", type=Path, required=True)
-    parser.add_argument("--log", type=Path, required=True)
-    args = parser.parse_args()
+    args = script_arguments(__doc__.split("\n")[0]).parse_args()
     script = Script(json.loads(args.script.read_text(encoding="utf-8")))
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler.bind(script, args.log))
-    server.daemon_threads = True
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    server.serve_forever()
+    serve(args.port, Handler.bind(script, args.log))
 
 
 if __name__ == "__main__":

@@ -49,20 +49,15 @@ client that had left (what a server that does not stream does).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +70,8 @@ from tests.support.openai_flavors import (
     tool_calls_reach_the_client,
 )
 from tests.support.openai_stream import ChunkMaker, event, reply_events
-from tests.support.redis_server import free_port
+from tests.support.scripted_process import ScriptedServerProcess, script_arguments, serve
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 _ROUTES = re.compile(r"^(?:/v1)?/chat/completions/?$|^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
 
 
@@ -344,7 +338,7 @@ def make_handler(script: Script, log: Path, options: ServerOptions | None = None
     return type("Handler", (ScriptedHandler,), attributes)
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(ScriptedServerProcess):
     """``python -m tests.support.openai_server`` on a free port, stopped by PID."""
 
     def __init__(
@@ -358,44 +352,23 @@ class ScriptedModelServer:
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"flavor {flavor!r}: expected one of {', '.join(FLAVORS)}")
-        self.port = free_port()
+        options = ["--flavor", flavor]
+        if served_model is not None:
+            options += ["--served-model", served_model]
+        if not auto_tool_choice:
+            options.append("--no-auto-tool-choice")
+        super().__init__(
+            "tests.support.openai_server",
+            replies,
+            directory,
+            script="replies.json",
+            log="requests.jsonl",
+            what="the scripted model server",
+            options=options,
+        )
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.azure_endpoint = f"http://127.0.0.1:{self.port}"
         """What Azure OpenAI's SDK client takes (it adds ``/openai/deployments/...``)."""
-        self._script = directory / "replies.json"
-        self._script.write_text(json.dumps(replies), encoding="utf-8")
-        self.log = directory / "requests.jsonl"
-        self._options = ["--flavor", flavor]
-        if served_model is not None:
-            self._options += ["--served-model", served_model]
-        if not auto_tool_choice:
-            self._options.append("--no-auto-tool-choice")
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ScriptedModelServer:
-        command = [sys.executable, "-m", "tests.support.openai_server", "--port", str(self.port)]
-        command += ["--script", str(self._script), "--log", str(self.log), *self._options]
-        self._process = subprocess.Popen(command, cwd=REPOSITORY)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1).close()
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("the scripted model server did not start") from None
-                time.sleep(0.05)
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Every line of the log so far: requests and how their answers ended."""
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request body received so far, in order."""
-        return [entry["body"] for entry in self.entries() if "body" in entry]
 
     def endings(self) -> list[tuple[str, int]]:
         """How each answer ended so far, in order: (``finished``, ``disconnected``,
@@ -410,38 +383,16 @@ class ScriptedModelServer:
             time.sleep(0.02)
         return endings
 
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--script", type=Path, required=True)
-    parser.add_argument("--log", type=Path, required=True)
+    parser = script_arguments(__doc__.split("\n")[0])
     parser.add_argument("--flavor", choices=FLAVORS, default="generic")
     parser.add_argument("--served-model", help="vllm: the only model name it serves")
     parser.add_argument("--no-auto-tool-choice", action="store_true", help="vllm: without --enable-auto-tool-choice")
     args = parser.parse_args()
     script = Script(json.loads(args.script.read_text(encoding="utf-8")))
     options = ServerOptions(args.flavor, args.served_model, not args.no_auto_tool_choice)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(script, args.log, options))
-    server.daemon_threads = True
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    server.serve_forever()
+    serve(args.port, make_handler(script, args.log, options))
 
 
 if __name__ == "__main__":
