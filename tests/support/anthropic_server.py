@@ -55,7 +55,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.support.scripted_process import ScriptedServerProcess, script_arguments, serve
+from tests.support.scripted_process import Script, ScriptedServerProcess, script_arguments, serve
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -86,28 +86,6 @@ BEDROCK = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 LOGGED_HEADERS = ("x-api-key", "authorization", "anthropic-version", "x-amz-date")
 DELTA_CHARS = 8
-
-
-class Script:
-    """The replies, each used once unless it repeats; safe across request threads."""
-
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
-        self._replies = replies
-        self._used: set[int] = set()
-        self._lock = threading.Lock()
-
-    def next_reply(self, last_turn: str) -> dict[str, Any] | None:
-        with self._lock:
-            for index, reply in enumerate(self._replies):
-                if index in self._used:
-                    continue
-                pattern = reply.get("when")
-                if pattern is not None and not re.search(pattern, last_turn):
-                    continue
-                if not reply.get("repeat"):
-                    self._used.add(index)
-                return reply
-        return None
 
 
 # --- what the real API refuses ---------------------------------------------------------------
@@ -520,7 +498,7 @@ class AnthropicServer(ScriptedServerProcess):
 
 def main() -> None:
     args = script_arguments(__doc__.split("\n")[0]).parse_args()
-    script = Script(json.loads(args.script.read_text(encoding="utf-8")))
+    script = Script.from_file(args.script)
     serve(args.port, Handler.bind(script, args.log))
 
 

@@ -70,31 +70,9 @@ from tests.support.openai_flavors import (
     tool_calls_reach_the_client,
 )
 from tests.support.openai_stream import ChunkMaker, event, reply_events
-from tests.support.scripted_process import ScriptedServerProcess, script_arguments, serve
+from tests.support.scripted_process import Script, ScriptedServerProcess, script_arguments, serve
 
 _ROUTES = re.compile(r"^(?:/v1)?/chat/completions/?$|^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
-
-
-class Script:
-    """The replies, each used once unless it repeats; safe across request threads."""
-
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
-        self._replies = replies
-        self._used: set[int] = set()
-        self._lock = threading.Lock()
-
-    def next_reply(self, last_message: str) -> dict[str, Any] | None:
-        with self._lock:
-            for index, reply in enumerate(self._replies):
-                if index in self._used:
-                    continue
-                pattern = reply.get("when")
-                if pattern is not None and not re.search(pattern, last_message):
-                    continue
-                if not reply.get("repeat"):
-                    self._used.add(index)
-                return reply
-        return None
 
 
 def tool_calls(reply: dict[str, Any], number: int) -> list[dict[str, Any]]:
@@ -390,7 +368,7 @@ def main() -> None:
     parser.add_argument("--served-model", help="vllm: the only model name it serves")
     parser.add_argument("--no-auto-tool-choice", action="store_true", help="vllm: without --enable-auto-tool-choice")
     args = parser.parse_args()
-    script = Script(json.loads(args.script.read_text(encoding="utf-8")))
+    script = Script.from_file(args.script)
     options = ServerOptions(args.flavor, args.served_model, not args.no_auto_tool_choice)
     serve(args.port, make_handler(script, args.log, options))
 

@@ -5,14 +5,15 @@ each runs as its own process, ``python -m MODULE --port N --script FILE
 and logs every request as a JSON line.
 
 ``ScriptedServerProcess`` starts one (once ``/health`` answers), reads its
-log and stops it by PID; ``script_arguments`` and ``serve`` are the two
-halves of such a server's ``main``.
+log and stops it by PID; ``script_arguments``, ``Script`` and ``serve`` are
+what such a server's ``main`` is made of.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -97,6 +98,36 @@ class ScriptedServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class Script:
+    """The replies, each used once unless it repeats; safe across request threads."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        self._replies = replies
+        self._used: set[int] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_file(cls, path: Path) -> Script:
+        """The script written by ``ScriptedServerProcess``: a JSON list of replies."""
+        return cls(json.loads(path.read_text(encoding="utf-8")))
+
+    def next_reply(self, last_text: str) -> dict[str, Any] | None:
+        """The first reply not used up whose ``when`` (a regular expression)
+        is found in ``last_text``, the text of the request's last turn, or
+        that has no ``when``; None when there is none."""
+        with self._lock:
+            for index, reply in enumerate(self._replies):
+                if index in self._used:
+                    continue
+                pattern = reply.get("when")
+                if pattern is not None and not re.search(pattern, last_text):
+                    continue
+                if not reply.get("repeat"):
+                    self._used.add(index)
+                return reply
+        return None
 
 
 def script_arguments(description: str) -> argparse.ArgumentParser:
