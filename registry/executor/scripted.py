@@ -50,7 +50,7 @@ import re2
 
 from registry.errors import ConfigurationError, ModelError, summarize
 from registry.executor.retrieval import Passage
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, read_yaml_file
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, located_issue, read_yaml_file
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.providers.chat import (
     ChatReply,
@@ -255,17 +255,7 @@ class _Loader:
     def problem(self, message: str, path: JsonPath, *, key: str | None = None) -> None:
         """Record a problem at ``path``, or at its ``key`` (the line of the key
         itself; the path stays the mapping's, which the message names the key of)."""
-        at = path if key is None else path + (key,)
-        position = self._document.position(at, key=key is not None) if self._document is not None else None
-        self._issues.append(
-            Issue(
-                message=message,
-                path=json_pointer(path),
-                file=self._source,
-                line=position.line if position else None,
-                column=position.column if position else None,
-            )
-        )
+        self._issues.append(located_issue(message, self._document, path, file=self._source, key=key))
 
     def check_keys(self, value: Mapping[str, Any], path: JsonPath, known: Sequence[str]) -> None:
         for key in value:

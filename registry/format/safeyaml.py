@@ -17,7 +17,8 @@ safe against the classic attacks and keeps where every value came from:
 
 Every problem is reported as an ``Issue`` with a line and column.
 ``read_yaml_file`` reads a settings file (a models file, a script of
-replies) and words every way it can fail as one ``ConfigurationError``.
+replies) and words every way it can fail as one ``ConfigurationError``;
+``located_issue`` places a problem its checks find at its line.
 """
 
 from __future__ import annotations
@@ -177,6 +178,30 @@ def read_yaml_file(path: str | Path, *, what: str, when_empty: str, limits: Yaml
     except YamlError as exc:
         issues = [replace(issue, file=name) for issue in exc.issues]
         raise ConfigurationError(summarize(issues), errors=issues) from exc
+
+
+def located_issue(
+    message: str,
+    document: YamlDocument | None,
+    path: JsonPath,
+    *,
+    file: str,
+    key: str | None = None,
+    rule: str | None = None,
+) -> Issue:
+    """A problem at ``path`` of ``document`` in ``file``, or at its ``key``:
+    then on the line of the key itself, while the path stays the mapping's,
+    whose key the message names. Without a document, it has no line."""
+    at = path if key is None else path + (key,)
+    position = document.position(at, key=key is not None) if document is not None else None
+    return Issue(
+        message=message,
+        path=json_pointer(path),
+        file=file,
+        line=position.line if position else None,
+        column=position.column if position else None,
+        rule=rule,
+    )
 
 
 def _decoded(data: bytes, limits: YamlLimits) -> str:

@@ -34,8 +34,8 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from registry.errors import ConfigurationError, summarize
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, read_yaml_file
-from registry.models import Issue, close_matches, did_you_mean, json_pointer, location, shorten
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, located_issue, read_yaml_file
+from registry.models import Issue, close_matches, did_you_mean, location, shorten
 from registry.providers import openai_request
 from registry.providers.params import KINDS, WELL_KNOWN, ProviderKind
 
@@ -254,17 +254,8 @@ class _Loader:
 
     def problem(self, message: str, path: JsonPath, *, key: str | None = None) -> None:
         """Record a problem at ``path``, or at its ``key`` (the line of the key itself)."""
-        at = path if key is None else path + (key,)
-        position = self._document.position(at, key=key is not None)
         self._issues.append(
-            Issue(
-                message=message,
-                path=json_pointer(path),
-                file=self._source,
-                line=position.line if position else None,
-                column=position.column if position else None,
-                rule="models-file",
-            )
+            located_issue(message, self._document, path, file=self._source, key=key, rule="models-file")
         )
 
     def check_keys(self, value: Mapping[str, Any], path: JsonPath, known: Sequence[str], *, what: str = "") -> None:
