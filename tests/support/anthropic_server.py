@@ -51,11 +51,10 @@ import threading
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.support.scripted_process import Script, ScriptedServerProcess, script_arguments, serve
+from tests.support.scripted_process import Script, ScriptedHandler, ScriptedServerProcess, script_arguments, serve
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -323,14 +322,9 @@ def bedrock_event(event: Mapping[str, Any]) -> bytes:
 # --- the server ------------------------------------------------------------------------------
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ScriptedHandler):
     """Answers with the script's replies; ``bind`` gives it the script and the log."""
 
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in several writes: without this, Nagle's
-    # algorithm holds the body until the client's delayed ACK (40 ms).
-    disable_nagle_algorithm = True
-    script: Script
     log: Path
     log_lock = threading.Lock()
     counter = iter(range(1, 10**9))
@@ -340,15 +334,9 @@ class Handler(BaseHTTPRequestHandler):
     def bind(cls, script: Script, log: Path) -> type[Handler]:
         return type("BoundHandler", (cls,), {"script": script, "log": log})
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the request log is the record
-
     def record(self, entry: Mapping[str, Any]) -> None:
         with self.log_lock, self.log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
-
-    def do_GET(self) -> None:
-        self._send(200, b'{"status": "ok"}' if self.path == "/health" else b"{}")
 
     def do_POST(self) -> None:
         with self.log_lock:
@@ -429,15 +417,6 @@ class Handler(BaseHTTPRequestHandler):
         if platform != "bedrock":
             payload = {"type": "error", "error": {"type": kind, "message": text}}
         self._send(status, json.dumps(payload).encode(), headers)
-
-    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
 
     def _stream(self, reply: Mapping[str, Any], whole: Mapping[str, Any], platform: str) -> None:
         self.send_response(200)

@@ -70,7 +70,7 @@ from tests.support.openai_flavors import (
     tool_calls_reach_the_client,
 )
 from tests.support.openai_stream import ChunkMaker, event, reply_events
-from tests.support.scripted_process import Script, ScriptedServerProcess, script_arguments, serve
+from tests.support.scripted_process import Script, ScriptedHandler, ScriptedServerProcess, script_arguments, serve
 
 _ROUTES = re.compile(r"^(?:/v1)?/chat/completions/?$|^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
 
@@ -165,24 +165,13 @@ class RequestLog:
             handle.write(json.dumps(line) + "\n")
 
 
-class ScriptedHandler(BaseHTTPRequestHandler):
+class ChatCompletionsHandler(ScriptedHandler):
     """Answers with the script; ``make_handler`` gives each server its own subclass."""
 
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes: without this, Nagle's
-    # algorithm holds the body until the client's delayed ACK (40 ms).
-    disable_nagle_algorithm = True
-    script: Script
     log: RequestLog
     options: ServerOptions
     slot: GenerationSlot | None
     completions: Iterator[int]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the request log is the record
-
-    def do_GET(self) -> None:
-        self._send(200, b'{"status": "ok"}' if self.path == "/health" else b"{}")
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -294,15 +283,6 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         """One piece of a chunked body; the empty one ends it."""
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
 
 def make_handler(script: Script, log: Path, options: ServerOptions | None = None) -> type[BaseHTTPRequestHandler]:
     options = options or ServerOptions()
@@ -313,7 +293,7 @@ def make_handler(script: Script, log: Path, options: ServerOptions | None = None
         "slot": GenerationSlot() if options.flavor == "llama.cpp" else None,
         "completions": itertools.count(1),
     }
-    return type("Handler", (ScriptedHandler,), attributes)
+    return type("Handler", (ChatCompletionsHandler,), attributes)
 
 
 class ScriptedModelServer(ScriptedServerProcess):

@@ -5,8 +5,8 @@ each runs as its own process, ``python -m MODULE --port N --script FILE
 and logs every request as a JSON line.
 
 ``ScriptedServerProcess`` starts one (once ``/health`` answers), reads its
-log and stops it by PID; ``script_arguments``, ``Script`` and ``serve`` are
-what such a server's ``main`` is made of.
+log and stops it by PID; ``script_arguments``, ``Script``, ``serve`` and a
+subclass of ``ScriptedHandler`` are what such a server is made of.
 """
 
 from __future__ import annotations
@@ -128,6 +128,32 @@ class Script:
                     self._used.add(index)
                 return reply
         return None
+
+
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """What the scripted servers' request handlers share: HTTP/1.1, the
+    script (``Script``), ``/health``, and JSON answers (``_send``)."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in several writes: without this, Nagle's
+    # algorithm holds the body until the client's delayed ACK (40 ms).
+    disable_nagle_algorithm = True
+    script: Script
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the server's own request log is the record
+
+    def do_GET(self) -> None:
+        self._send(200, b'{"status": "ok"}' if self.path == "/health" else b"{}")
+
+    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
 
 
 def script_arguments(description: str) -> argparse.ArgumentParser:
