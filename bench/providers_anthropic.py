@@ -42,9 +42,10 @@ import anthropic
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.provider_rounds import adapter_first_token, per_call, print_rounds, seconds_to_first  # noqa: E402
 from registry.providers.anthropic_chat import AnthropicChatModel  # noqa: E402
 from registry.providers.anthropic_messages import to_messages_call  # noqa: E402
-from registry.providers.chat import ChatRequest, TextDelta  # noqa: E402
+from registry.providers.chat import ChatRequest  # noqa: E402
 from tests.support.anthropic_server import AnthropicServer  # noqa: E402
 
 ROUNDS = 7
@@ -84,23 +85,12 @@ async def bare_call(client: anthropic.AsyncAnthropic) -> None:
 async def bare_first_token(client: anthropic.AsyncAnthropic) -> float:
     """Seconds to the first text delta; the stream is then read to its end."""
     started = time.perf_counter()
-    first = None
     stream: Any = await client.messages.create(**BODY, stream=True)
-    async for event in stream:
-        if first is None and event.type == "content_block_delta" and event.delta.type == "text_delta":
-            first = time.perf_counter() - started
-    assert first is not None
-    return first
+    return await seconds_to_first(started, stream, _is_text)
 
 
-async def our_first_token(model: AnthropicChatModel) -> float:
-    started = time.perf_counter()
-    first = None
-    async for item in model.stream(REQUEST):
-        if first is None and isinstance(item, TextDelta):
-            first = time.perf_counter() - started
-    assert first is not None
-    return first
+def _is_text(event: Any) -> bool:
+    return bool(event.type == "content_block_delta" and event.delta.type == "text_delta")
 
 
 async def one_round(base_url: str) -> Round:
@@ -130,7 +120,7 @@ async def one_round(base_url: str) -> Round:
         bare_firsts, our_firsts = [], []
         for _ in range(STREAMS):
             bare_firsts.append(await bare_first_token(client))
-            our_firsts.append(await our_first_token(model))
+            our_firsts.append(await adapter_first_token(model, REQUEST))
         return Round(
             totals[0], totals[1], cpu[0], cpu[1], statistics.median(bare_firsts), statistics.median(our_firsts)
         )
@@ -149,25 +139,33 @@ def main() -> None:
         replies = [{"content": REPLY, "repeat": True}]
         with AnthropicServer(replies, Path(directory)) as server:
             rounds = measure(server.base_url)
-    print(f"\n(1) per call, {CALLS} calls per measurement: wall clock, and the client process's CPU time")
-    print("| round | bare SDK call | AnthropicChatModel.complete | ratio | CPU: bare | CPU: ours | CPU ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for number, r in enumerate(rounds, start=1):
-        print(
-            f"| {number} | {r.bare / CALLS * 1e6:.0f} µs | {r.ours / CALLS * 1e6:.0f} µs | {r.ours / r.bare:.2f}x"
-            f" | {r.bare_cpu / CALLS * 1e6:.0f} µs | {r.our_cpu / CALLS * 1e6:.0f} µs | {r.our_cpu / r.bare_cpu:.2f}x |"
-        )
+    report(rounds)
+
+
+def report(rounds: list[Round]) -> None:
     wall = statistics.median(r.ours / r.bare for r in rounds)
     cpu = statistics.median(r.our_cpu / r.bare_cpu for r in rounds)
-    print(f"| median | | | {wall:.2f}x | | | {cpu:.2f}x |")
-    print(f"\n(2) time to first token, median of {STREAMS} streams per round")
-    print("| round | bare SDK stream | AnthropicChatModel.stream | difference |")
-    print("|---|---|---|---|")
-    for number, r in enumerate(rounds, start=1):
-        gap = (r.our_first - r.bare_first) * 1e3
-        print(f"| {number} | {r.bare_first * 1e3:.2f} ms | {r.our_first * 1e3:.2f} ms | {gap:+.2f} ms |")
+    print_rounds(
+        f"(1) per call, {CALLS} calls per measurement: wall clock, and the client process's CPU time",
+        ("bare SDK call", "AnthropicChatModel.complete", "ratio", "CPU: bare", "CPU: ours", "CPU ratio"),
+        [
+            (per_call(r.bare, CALLS), per_call(r.ours, CALLS), f"{r.ours / r.bare:.2f}x")
+            + (per_call(r.bare_cpu, CALLS), per_call(r.our_cpu, CALLS), f"{r.our_cpu / r.bare_cpu:.2f}x")
+            for r in rounds
+        ],
+        ("", "", f"{wall:.2f}x", "", "", f"{cpu:.2f}x"),
+    )
     difference = statistics.median(r.our_first - r.bare_first for r in rounds)
-    print(f"| median | | | {difference * 1e3:+.2f} ms |")
+    print_rounds(
+        f"(2) time to first token, median of {STREAMS} streams per round",
+        ("bare SDK stream", "AnthropicChatModel.stream", "difference"),
+        [(_ms(r.bare_first), _ms(r.our_first), f"{(r.our_first - r.bare_first) * 1e3:+.2f} ms") for r in rounds],
+        ("", "", f"{difference * 1e3:+.2f} ms"),
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from openai.types.chat import ChatCompletionMessageParam
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.provider_rounds import adapter_first_token, per_call, print_rounds, seconds_to_first  # noqa: E402
 from registry.errors import ModelError  # noqa: E402
 from registry.providers.chat import ChatReply, ChatRequest, ResponseFormat, TextDelta  # noqa: E402
 from registry.providers.openai_chat import OpenAIChatModel  # noqa: E402
@@ -122,25 +123,10 @@ def overhead(directory: Path) -> list[tuple[float, float]]:
 
 async def _bare_first_token(client: openai.AsyncOpenAI) -> float:
     started = time.perf_counter()
-    first = None
     stream = await client.chat.completions.create(
         model="bench-model", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
     )
-    async for chunk in stream:
-        if first is None and chunk.choices and chunk.choices[0].delta.content:
-            first = time.perf_counter() - started
-    assert first is not None
-    return first
-
-
-async def _adapter_first_token(model: OpenAIChatModel) -> float:
-    started = time.perf_counter()
-    first = None
-    async for item in model.stream(REQUEST):
-        if first is None and isinstance(item, TextDelta):
-            first = time.perf_counter() - started
-    assert first is not None
-    return first
+    return await seconds_to_first(started, stream, lambda chunk: bool(chunk.choices and chunk.choices[0].delta.content))
 
 
 def first_token(directory: Path) -> list[tuple[float, float]]:
@@ -151,10 +137,10 @@ def first_token(directory: Path) -> list[tuple[float, float]]:
             client = openai.AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
             model = OpenAIChatModel(base_url=server.base_url, api_key="bench", max_retries=0)
             try:
-                await _alternating(lambda: _bare_first_token(client), lambda: _adapter_first_token(model), 20)
+                await _alternating(lambda: _bare_first_token(client), lambda: adapter_first_token(model, REQUEST), 20)
                 for _ in range(ROUNDS):
                     bare, ours = await _alternating(
-                        lambda: _bare_first_token(client), lambda: _adapter_first_token(model), STREAMS
+                        lambda: _bare_first_token(client), lambda: adapter_first_token(model, REQUEST), STREAMS
                     )
                     results.append((statistics.median(bare), statistics.median(ours)))
             finally:
@@ -320,25 +306,21 @@ def _shown(outcome: object) -> str:
 
 
 def _report_overhead(rounds: list[tuple[float, float]]) -> None:
-    print(f"\n(a) per call, {CALLS} calls per measurement")
-    print("| round | bare SDK call | OpenAIChatModel.complete | ratio |")
-    print("|---|---|---|---|")
-    ratios = []
-    for number, (bare, ours) in enumerate(rounds, start=1):
-        ratios.append(ours / bare)
-        print(f"| {number} | {bare / CALLS * 1e6:.0f} µs | {ours / CALLS * 1e6:.0f} µs | {ours / bare:.3f}x |")
-    print(f"| median | | | {statistics.median(ratios):.3f}x |")
+    print_rounds(
+        f"(a) per call, {CALLS} calls per measurement",
+        ("bare SDK call", "OpenAIChatModel.complete", "ratio"),
+        [(per_call(bare, CALLS), per_call(ours, CALLS), f"{ours / bare:.3f}x") for bare, ours in rounds],
+        ("", "", f"{statistics.median(ours / bare for bare, ours in rounds):.3f}x"),
+    )
 
 
 def _report_first_token(rounds: list[tuple[float, float]]) -> None:
-    print(f"\n(b) time to first token, median of {STREAMS} streams per measurement")
-    print("| round | bare SDK stream | OpenAIChatModel.stream | difference |")
-    print("|---|---|---|---|")
-    differences = []
-    for number, (bare, ours) in enumerate(rounds, start=1):
-        differences.append(ours - bare)
-        print(f"| {number} | {bare * 1e6:.0f} µs | {ours * 1e6:.0f} µs | {(ours - bare) * 1e6:+.0f} µs |")
-    print(f"| median | | | {statistics.median(differences) * 1e6:+.0f} µs |")
+    print_rounds(
+        f"(b) time to first token, median of {STREAMS} streams per measurement",
+        ("bare SDK stream", "OpenAIChatModel.stream", "difference"),
+        [(f"{bare * 1e6:.0f} µs", f"{ours * 1e6:.0f} µs", f"{(ours - bare) * 1e6:+.0f} µs") for bare, ours in rounds],
+        ("", "", f"{statistics.median(ours - bare for bare, ours in rounds) * 1e6:+.0f} µs"),
+    )
 
 
 def _report_llama(waits: dict[str, list[float]]) -> None:

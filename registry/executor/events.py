@@ -23,7 +23,7 @@ gives a JSON object with a ``type`` (``prompt-registry run --stream
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from registry.executor.trace import Span
@@ -33,7 +33,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class TextEvent:
+class _FieldsEvent:
+    """An event whose JSON object is its ``type``, then each of its fields,
+    in the order the class declares them."""
+
+    type: ClassVar[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        # Not dataclasses.asdict: it copies every value, a tool's arguments
+        # and a parser's result included, where the values themselves will do.
+        return {"type": self.type, **{field.name: getattr(self, field.name) for field in fields(self)}}
+
+
+@dataclass(frozen=True)
+class TextEvent(_FieldsEvent):
     """A piece of the answer's text, as it arrives."""
 
     type: ClassVar[str] = "text"
@@ -45,12 +58,9 @@ class TextEvent:
     path: str
     """Where in the run: ``""`` for the run's own agent, ``/step 'draft'``, ``/route 'billing'``..."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "text": self.text, "agent": self.agent, "span_id": self.span_id, "path": self.path}
-
 
 @dataclass(frozen=True)
-class ToolCallEvent:
+class ToolCallEvent(_FieldsEvent):
     """A tool call, as it starts."""
 
     type: ClassVar[str] = "tool_call"
@@ -61,19 +71,9 @@ class ToolCallEvent:
     """The model's id for a native call; None for a ReAct action."""
     span_id: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "agent": self.agent,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "call_id": self.call_id,
-            "span_id": self.span_id,
-        }
-
 
 @dataclass(frozen=True)
-class ToolResultEvent:
+class ToolResultEvent(_FieldsEvent):
     """A tool call's result, as the model is given it."""
 
     type: ClassVar[str] = "tool_result"
@@ -84,19 +84,9 @@ class ToolResultEvent:
     output: str
     span_id: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "agent": self.agent,
-            "tool": self.tool,
-            "status": self.status,
-            "output": self.output,
-            "span_id": self.span_id,
-        }
-
 
 @dataclass(frozen=True)
-class ActionEvent:
+class ActionEvent(_FieldsEvent):
     """A tool call that needs a person's approval before it is made."""
 
     type: ClassVar[str] = "action"
@@ -105,18 +95,9 @@ class ActionEvent:
     arguments: Any
     span_id: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "agent": self.agent,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "span_id": self.span_id,
-        }
-
 
 @dataclass(frozen=True)
-class ParseEvent:
+class ParseEvent(_FieldsEvent):
     """A reply read by its agent's output parser."""
 
     type: ClassVar[str] = "parse"
@@ -127,18 +108,9 @@ class ParseEvent:
     """The parser's result (``ParseResult.as_dict``)."""
     span_id: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "agent": self.agent,
-            "kind": self.kind,
-            "result": self.result,
-            "span_id": self.span_id,
-        }
-
 
 @dataclass(frozen=True)
-class GateEvent:
+class GateEvent(_FieldsEvent):
     """A response gate's decision in a chain."""
 
     type: ClassVar[str] = "gate"
@@ -150,19 +122,9 @@ class GateEvent:
     reason: str
     span_id: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "agent": self.agent,
-            "step": self.step,
-            "allow": self.allow,
-            "reason": self.reason,
-            "span_id": self.span_id,
-        }
-
 
 @dataclass(frozen=True)
-class SpanEvent:
+class SpanEvent(_FieldsEvent):
     """A span of the trace, ended."""
 
     type: ClassVar[str] = "span"
@@ -177,17 +139,7 @@ class SpanEvent:
     seconds: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "name": self.name,
-            "kind": self.kind,
-            "status": self.status,
-            "error": self.error,
-            "agent": self.agent,
-            "span_id": self.span_id,
-            "parent_id": self.parent_id,
-            "seconds": round(self.seconds, 6),
-        }
+        return {**super().as_dict(), "seconds": round(self.seconds, 6)}
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import math
 import re
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ import re2
 
 from registry.errors import ConfigurationError, ModelError, summarize
 from registry.executor.retrieval import Passage
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, located_issue, read_yaml_file
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, shorten
 from registry.providers.chat import (
     ChatReply,
@@ -127,20 +127,12 @@ class ScriptedModel:
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         """The model of a YAML script. Raises ``ConfigurationError`` naming
-        the file, and the line of the first problem, when it cannot be used."""
+        the file and every problem, each with its line (``errors``), the
+        first in its message, when it cannot be used."""
         name = str(path)
-        try:
-            data = Path(path).read_bytes()
-        except FileNotFoundError as exc:
-            raise ConfigurationError(f"scripted replies file {name} does not exist") from exc
-        except OSError as exc:
-            raise ConfigurationError(f"scripted replies file {name} cannot be read: {exc.strerror}") from exc
-        if not data.strip():
-            raise ConfigurationError(f"scripted replies file {name} is empty; a script is a list of replies")
-        try:
-            document = parse_yaml(data, limits=_LIMITS)
-        except YamlError as exc:
-            raise ConfigurationError(summarize([replace(issue, file=name) for issue in exc.issues])) from exc
+        document = read_yaml_file(
+            path, what="scripted replies file", when_empty="a script is a list of replies", limits=_LIMITS
+        )
         loader = _Loader(name, document)
         value = document.value
         base: JsonPath = ()
@@ -263,17 +255,7 @@ class _Loader:
     def problem(self, message: str, path: JsonPath, *, key: str | None = None) -> None:
         """Record a problem at ``path``, or at its ``key`` (the line of the key
         itself; the path stays the mapping's, which the message names the key of)."""
-        at = path if key is None else path + (key,)
-        position = self._document.position(at, key=key is not None) if self._document is not None else None
-        self._issues.append(
-            Issue(
-                message=message,
-                path=json_pointer(path),
-                file=self._source,
-                line=position.line if position else None,
-                column=position.column if position else None,
-            )
-        )
+        self._issues.append(located_issue(message, self._document, path, file=self._source, key=key))
 
     def check_keys(self, value: Mapping[str, Any], path: JsonPath, known: Sequence[str]) -> None:
         for key in value:

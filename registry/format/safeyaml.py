@@ -16,17 +16,22 @@ safe against the classic attacks and keeps where every value came from:
   non-finite floats are rejected, so the result always serialises to JSON.
 
 Every problem is reported as an ``Issue`` with a line and column.
+``read_yaml_file`` reads a settings file (a models file, a script of
+replies) and words every way it can fail as one ``ConfigurationError``;
+``located_issue`` places a problem its checks find at its line.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from registry.errors import ConfigurationError, summarize
 from registry.models import Issue, json_pointer
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -148,6 +153,55 @@ def parse_yaml(data: bytes, *, limits: YamlLimits = YamlLimits()) -> YamlDocumen
     if issues:
         raise YamlError(issues)
     return YamlDocument(value=value, values=values, keys=keys)
+
+
+def read_yaml_file(path: str | Path, *, what: str, when_empty: str, limits: YamlLimits = YamlLimits()) -> YamlDocument:
+    """The document in the YAML file at ``path``, which messages call
+    ``what`` and its path (``models file m.yml``).
+
+    Raises ``ConfigurationError`` when the file does not exist, cannot be
+    read, is empty (the message then ends with ``when_empty``, what the file
+    should hold), or is not an acceptable document: then with every problem
+    as ``errors``, each naming the file, and the first in its message.
+    """
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigurationError(f"{what} {name} does not exist") from exc
+    except OSError as exc:
+        raise ConfigurationError(f"{what} {name} cannot be read: {exc.strerror or exc}") from exc
+    if not data.strip():
+        raise ConfigurationError(f"{what} {name} is empty; {when_empty}")
+    try:
+        return parse_yaml(data, limits=limits)
+    except YamlError as exc:
+        issues = [replace(issue, file=name) for issue in exc.issues]
+        raise ConfigurationError(summarize(issues), errors=issues) from exc
+
+
+def located_issue(
+    message: str,
+    document: YamlDocument | None,
+    path: JsonPath,
+    *,
+    file: str,
+    key: str | None = None,
+    rule: str | None = None,
+) -> Issue:
+    """A problem at ``path`` of ``document`` in ``file``, or at its ``key``:
+    then on the line of the key itself, while the path stays the mapping's,
+    whose key the message names. Without a document, it has no line."""
+    at = path if key is None else path + (key,)
+    position = document.position(at, key=key is not None) if document is not None else None
+    return Issue(
+        message=message,
+        path=json_pointer(path),
+        file=file,
+        line=position.line if position else None,
+        column=position.column if position else None,
+        rule=rule,
+    )
 
 
 def _decoded(data: bytes, limits: YamlLimits) -> str:

@@ -34,9 +34,9 @@ import importlib
 import importlib.util
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, NoReturn, cast
 
 import anthropic
 import httpx2
@@ -47,12 +47,15 @@ from registry.providers.anthropic_messages import MessagesCall, StreamAssembly, 
 from registry.providers.chat import MAX_REPLY_BYTES, ChatReply, ChatRequest, StreamItem, TextDelta
 from registry.providers.params import ProviderKind
 from registry.providers.transport import (
-    CappedTransport,
+    Refused,
     RetryPolicy,
     before,
     error_message,
     first_line,
+    redacted,
+    sdk_options,
     status_error,
+    timed_out,
 )
 
 Platform = Literal["anthropic", "vertex", "bedrock"]
@@ -84,7 +87,6 @@ ERROR_STATUSES = {
 """The HTTP status of each error type, for an ``error`` event in a stream
 (which came with 200): Anthropic's, and Bedrock's, which the SDK words alike."""
 
-_T = TypeVar("_T")
 _Client = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicVertex | anthropic.AsyncAnthropicBedrock
 _END = object()
 
@@ -138,11 +140,8 @@ class AnthropicChatModel:
         self._secrets = tuple(s for s in (api_key, access_token, aws_secret_key, aws_session_token) if s)
         common: dict[str, Any] = {
             "base_url": base_url,
-            "max_retries": 0,
-            "timeout": default_timeout,
-            # The SDK's defaults (connection limits, redirects), over our transport.
-            "http_client": anthropic.DefaultAsyncHttpxClient(
-                transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
+            **sdk_options(
+                anthropic.DefaultAsyncHttpxClient, default_timeout=default_timeout, max_reply_bytes=max_reply_bytes
             ),
         }
         if platform == "vertex":
@@ -161,7 +160,7 @@ class AnthropicChatModel:
         call = self._call(request)
         timeout = request.timeout or self._default_timeout
         async with self._slot():
-            body, _ = await self._retrying(lambda: self._post(call, timeout, stream=False), timeout)
+            body, _ = await self._retrying(call, timeout, stream=False)
         try:
             data = json.loads(body)
         except ValueError as exc:
@@ -178,11 +177,11 @@ class AnthropicChatModel:
         call = self._call(request)
         timeout = request.timeout or self._default_timeout
         async with self._slot():
-            response, started = await self._retrying(lambda: self._post(call, timeout, stream=True), timeout)
+            response, deadline = await self._retrying(call, timeout, stream=True)
             try:
                 events = (await response.parse(to=anthropic.AsyncStream[object])).__aiter__()
                 assembly = StreamAssembly(call.output)
-                while (event := await self._next_event(events, started + timeout, timeout)) is not _END:
+                while (event := await self._next_event(events, deadline, timeout)) is not _END:
                     text = assembly.feed(event)
                     if text:
                         yield TextDelta(text)
@@ -232,35 +231,15 @@ class AnthropicChatModel:
         )
         return raw if stream else await raw.read()
 
-    async def _retrying(self, send: Callable[[], Awaitable[_T]], timeout: float) -> tuple[_T, float]:
-        """What ``send`` returns, and when its successful attempt began."""
-        loop = asyncio.get_running_loop()
-        attempt = 0
-        while True:
-            started = loop.time()
-            try:
-                return await before(started + timeout, send()), started
-            except anthropic.APIStatusError as exc:
-                if not self._retry.retries(exc.status_code, attempt):
-                    error = status_error(exc.status_code, exc.body, retries=attempt)
-                    raise self._redacted(error) from exc
-                await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
-                attempt += 1
-            except (asyncio.TimeoutError, anthropic.APITimeoutError) as exc:
-                raise _timeout(timeout) from exc
-            except anthropic.APIConnectionError as exc:
-                if isinstance(exc.__cause__, ModelError):
-                    # The transport's refusal (over the cap, compressed), which
-                    # the SDK wrapped: the error itself, not the wrapper.
-                    raise exc.__cause__ from None
-                raise self._connection_error(exc) from exc
-            except _credential_errors() as exc:
-                # Credentials the SDK resolves when it first signs a request:
-                # Google's default credentials, the AWS chain.
-                raise ModelError(
-                    f"Claude on {self.platform} has no usable credentials: {self._redact(first_line(exc))}",
-                    reason="credentials",
-                ) from exc
+    async def _retrying(self, call: MessagesCall, timeout: float, *, stream: bool) -> tuple[Any, float]:
+        """What ``_post`` returns, after the retries of the policy, and the
+        deadline of the attempt that gave it."""
+        return await self._retry.run(
+            lambda _deadline: self._post(call, timeout, stream=stream),
+            timeout=timeout,
+            refused=_refused,
+            fail=lambda exc, retries: self._give_up(exc, retries, timeout),
+        )
 
     async def _next_event(self, events: AsyncIterator[object], deadline: float, timeout: float) -> object:
         """The stream's next event (decoded JSON), or ``_END``."""
@@ -269,7 +248,7 @@ class AnthropicChatModel:
         except StopAsyncIteration:
             return _END
         except (asyncio.TimeoutError, httpx2.TimeoutException) as exc:
-            raise _timeout(timeout) from exc
+            raise timed_out(timeout) from exc
         except anthropic.APIStatusError as exc:
             raise self._redacted(_stream_error(exc.body)) from exc
         except (httpx2.HTTPError, anthropic.APIConnectionError) as exc:
@@ -285,6 +264,27 @@ class AnthropicChatModel:
 
     # --- errors -----------------------------------------------------------------------------
 
+    def _give_up(self, exc: Exception, retries: int, timeout: float) -> NoReturn:
+        """Raise the ``ModelError`` of a call that failed after ``retries`` retries."""
+        if isinstance(exc, anthropic.APIStatusError):
+            raise self._redacted(status_error(exc.status_code, exc.body, retries=retries)) from exc
+        if isinstance(exc, (asyncio.TimeoutError, anthropic.APITimeoutError)):
+            raise timed_out(timeout) from exc
+        if isinstance(exc, anthropic.APIConnectionError):
+            if isinstance(exc.__cause__, ModelError):
+                # The transport's refusal (over the cap, compressed), which
+                # the SDK wrapped: the error itself, not the wrapper.
+                raise exc.__cause__ from None
+            raise self._connection_error(exc) from exc
+        if isinstance(exc, _credential_errors()):
+            # Credentials the SDK resolves when it first signs a request:
+            # Google's default credentials, the AWS chain.
+            raise ModelError(
+                f"Claude on {self.platform} has no usable credentials: {self._redact(first_line(exc))}",
+                reason="credentials",
+            ) from exc
+        raise exc
+
     def _connection_error(self, exc: anthropic.APIConnectionError) -> ModelError:
         cause = exc.__cause__
         return ModelError(
@@ -299,14 +299,11 @@ class AnthropicChatModel:
         return text
 
     def _redacted(self, error: ModelError) -> ModelError:
-        detail = self._redact(error.detail)
-        if detail == error.detail:
-            return error
-        return ModelError(detail, reason=error.reason, http_status=error.http_status)
+        return redacted(error, self._redact)
 
 
-def _timeout(timeout: float) -> ModelError:
-    return ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout")
+def _refused(exc: Exception) -> Refused | None:
+    return Refused(exc.status_code, exc.response.headers) if isinstance(exc, anthropic.APIStatusError) else None
 
 
 def _stream_error(body: object) -> ModelError:

@@ -28,13 +28,14 @@ ours, as in the other adapters:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, cast
 
 # Before LiteLLM is imported: left alone, importing it fetches a model price
 # list from GitHub (and waits for it on a network that drops packets), and its
@@ -60,7 +61,16 @@ from registry.providers.chat import (
     Usage,
 )
 from registry.providers.params import split
-from registry.providers.transport import RetryPolicy, before, error_message, status_error, too_large
+from registry.providers.transport import (
+    Refused,
+    RetryPolicy,
+    before,
+    error_message,
+    redacted,
+    status_error,
+    timed_out,
+    too_large,
+)
 
 # LiteLLM prints a "Give Feedback / Get Help" banner to stdout at every
 # failure unless told not to: the failure is a ModelError here, in our words.
@@ -79,7 +89,6 @@ _WITH_USAGE = {"include_usage": True}
 _LITELLM_PREFIX = re.compile(r"^.*?Exception - ", re.DOTALL)
 """What LiteLLM puts before a provider's own message: ``litellm.RateLimitError:
 RateLimitError: MistralException - {"message": ...}``."""
-_T = TypeVar("_T")
 
 
 class LiteLLMChatModel:
@@ -120,7 +129,7 @@ class LiteLLMChatModel:
         """The provider's reply, after the retries 429 and 5xx answers get.
         Raises ``ModelError`` and nothing else."""
         timeout = request.timeout or self._default_timeout
-        completion, _ = await self._retrying(lambda: self._call(request, timeout, stream=False), timeout)
+        completion, _ = await self._retrying(request, timeout, stream=False)
         reply = _reply(completion)
         if _size(reply) > self._max_reply_bytes:
             raise too_large(self._max_reply_bytes)
@@ -131,9 +140,8 @@ class LiteLLMChatModel:
         or 5xx before the first chunk is retried; the deadline then covers
         the whole stream; a stream past the size cap is refused and closed."""
         timeout = request.timeout or self._default_timeout
-        opened, started = await self._retrying(lambda: self._call(request, timeout, stream=True), timeout)
+        opened, deadline = await self._retrying(request, timeout, stream=True)
         chunks = cast("litellm.CustomStreamWrapper", opened)
-        deadline = started + timeout
         reply = _StreamedReply(self._max_reply_bytes)
         try:
             while True:
@@ -202,23 +210,15 @@ class LiteLLMChatModel:
             )
         return arguments
 
-    async def _retrying(self, send: Callable[[], Awaitable[_T]], timeout: float) -> tuple[_T, float]:
-        """What ``send`` returns, and when its successful attempt began."""
-        loop = asyncio.get_running_loop()
-        attempt = 0
-        while True:
-            started = loop.time()
-            try:
-                return await before(started + timeout, send()), started
-            except (asyncio.TimeoutError, openai.APITimeoutError) as exc:
-                # Ours, or LiteLLM's own deadline (the same), whichever came first.
-                raise _timeout(timeout) from exc
-            except openai.OpenAIError as exc:
-                status = _status(exc)
-                if status is None or not self._retry.retries(status, attempt):
-                    self._fail(_error(exc, attempt), exc)
-                await asyncio.sleep(self._retry.delay(attempt, _retry_after(exc)))
-                attempt += 1
+    async def _retrying(self, request: ChatRequest, timeout: float, *, stream: bool) -> tuple[object, float]:
+        """What ``_call`` returns, after the retries of the policy, and the
+        deadline of the attempt that gave it."""
+        return await self._retry.run(
+            lambda _deadline: self._call(request, timeout, stream=stream),
+            timeout=timeout,
+            refused=_refused,
+            fail=lambda exc, retries: self._give_up(exc, retries, timeout),
+        )
 
     async def _next_chunk(self, chunks: litellm.CustomStreamWrapper, deadline: float, timeout: float) -> Any:
         """The stream's next chunk, or None at its end."""
@@ -231,21 +231,37 @@ class LiteLLMChatModel:
         except openai.OpenAIError as exc:
             self._fail(_error(exc, 0), exc)
 
+    def _give_up(self, exc: Exception, retries: int, timeout: float) -> NoReturn:
+        """Raise the ``ModelError`` of a call that failed after ``retries`` retries."""
+        if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
+            # Ours, or LiteLLM's own deadline (the same), whichever came first.
+            raise _timeout(timeout) from exc
+        if isinstance(exc, openai.OpenAIError):
+            self._fail(_error(exc, retries), exc)
+        raise exc
+
     def _fail(self, error: ModelError, cause: BaseException) -> NoReturn:
         """Raise ``error`` from ``cause``, or, when either quotes the key,
         raise it with the key replaced and from nothing: a traceback or a
         log of the chain would show it."""
         if self._quoted_key is None or not any(map(self._quoted_key.search, (error.detail, str(cause)))):
             raise error from cause
-        detail = self._quoted_key.sub(_REDACTED, error.detail)
-        raise ModelError(detail, reason=error.reason, http_status=error.http_status) from None
+        raise redacted(error, functools.partial(self._quoted_key.sub, _REDACTED)) from None
 
 
 # --- errors ---------------------------------------------------------------------------------
 
 
 def _timeout(timeout: float) -> ModelError:
-    return ModelError(f"the model did not answer within {timeout:g} s", reason="timeout")
+    return timed_out(timeout, what="the model")
+
+
+def _refused(exc: Exception) -> Refused | None:
+    """An error answer (LiteLLM gives its failures of other kinds a status too)."""
+    if not isinstance(exc, openai.OpenAIError):
+        return None
+    status = _status(exc)
+    return Refused(status, _retry_after(exc)) if status is not None else None
 
 
 def _status(exc: openai.OpenAIError) -> int | None:

@@ -28,14 +28,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 from registry.errors import ConfigurationError, summarize
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, YamlLimits, parse_yaml
-from registry.models import Issue, close_matches, did_you_mean, json_pointer, location, shorten
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, located_issue, read_yaml_file
+from registry.models import Issue, close_matches, did_you_mean, location, shorten
 from registry.providers import openai_request
 from registry.providers.params import KINDS, WELL_KNOWN, ProviderKind
 
@@ -224,21 +224,8 @@ class ModelsFile:
 def load_models_file(path: str | Path) -> ModelsFile:
     """The models file at ``path``. Raises ``ConfigurationError`` naming
     every problem, each with its line (``errors``), the first in its message."""
-    name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigurationError(f"models file {name} does not exist") from exc
-    except OSError as exc:
-        raise ConfigurationError(f"models file {name} cannot be read: {exc.strerror or exc}") from exc
-    if not data.strip():
-        raise ConfigurationError(f"models file {name} is empty; it needs a `providers:` mapping")
-    try:
-        document = parse_yaml(data, limits=_LIMITS)
-    except YamlError as exc:
-        issues = [replace(issue, file=name) for issue in exc.issues]
-        raise ConfigurationError(summarize(issues), errors=issues) from exc
-    return _Loader(name, document).models_file()
+    document = read_yaml_file(path, what="models file", when_empty="it needs a `providers:` mapping", limits=_LIMITS)
+    return _Loader(str(path), document).models_file()
 
 
 class _Loader:
@@ -267,17 +254,8 @@ class _Loader:
 
     def problem(self, message: str, path: JsonPath, *, key: str | None = None) -> None:
         """Record a problem at ``path``, or at its ``key`` (the line of the key itself)."""
-        at = path if key is None else path + (key,)
-        position = self._document.position(at, key=key is not None)
         self._issues.append(
-            Issue(
-                message=message,
-                path=json_pointer(path),
-                file=self._source,
-                line=position.line if position else None,
-                column=position.column if position else None,
-                rule="models-file",
-            )
+            located_issue(message, self._document, path, file=self._source, key=key, rule="models-file")
         )
 
     def check_keys(self, value: Mapping[str, Any], path: JsonPath, known: Sequence[str], *, what: str = "") -> None:

@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
 import openai
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk
@@ -64,14 +62,22 @@ from registry.providers.openai_request import (
     build,
     can_stream,
 )
-from registry.providers.transport import CappedTransport, RetryPolicy, first_line, status_error
+from registry.providers.transport import (
+    Refused,
+    RetryPolicy,
+    before,
+    first_line,
+    redacted,
+    sdk_options,
+    status_error,
+    timed_out,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-set"
 """Sent as the API key when there is none: local servers need none, and the
 SDK refuses to start without one (or reads ``OPENAI_API_KEY`` itself)."""
 _SECRET_CHARS = 8
-_TIMEOUT_AT: Callable[[float], AbstractAsyncContextManager[None]] | None = getattr(asyncio, "timeout_at", None)
 _T = TypeVar("_T")
 
 
@@ -141,24 +147,22 @@ class OpenAIChatModel:
         self.complete_by_streaming = (
             self.server == "llama.cpp" if complete_by_streaming is None else complete_by_streaming
         )
-        # The SDK's defaults (connection limits, redirects), over our transport.
-        http_client = openai.DefaultAsyncHttpx2Client(
-            transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)
-        )
-        self._client = self._sdk_client(api_key, api_version, azure_deployment, http_client)
+        self._client = self._sdk_client(api_key, api_version, azure_deployment, max_reply_bytes)
 
     def _sdk_client(
         self,
         api_key: str | None,
         api_version: str | None,
         azure_deployment: str | None,
-        http_client: httpx2.AsyncClient,
+        max_reply_bytes: int,
     ) -> openai.AsyncOpenAI:
         common: dict[str, Any] = {
             "api_key": api_key or _NO_KEY,
-            "max_retries": 0,
-            "timeout": self._default_timeout,
-            "http_client": http_client,
+            **sdk_options(
+                openai.DefaultAsyncHttpx2Client,
+                default_timeout=self._default_timeout,
+                max_reply_bytes=max_reply_bytes,
+            ),
         }
         if self.kind != "azure_openai":
             if api_version is not None or azure_deployment is not None:
@@ -198,7 +202,7 @@ class OpenAIChatModel:
         timeout = request.timeout or self._default_timeout
         begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
-            body, _ = await self._attempts(lambda deadline: self._send(sent, deadline), timeout, begun)
+            body, _ = await self._retrying(lambda deadline: self._send(sent, deadline), timeout, begun)
         return replace(reply_from_body(body), adjustments=sent.adjustments)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamItem, None]:
@@ -217,7 +221,7 @@ class OpenAIChatModel:
         timeout = request.timeout or self._default_timeout
         begun = asyncio.get_running_loop().time()
         async with self._slot(timeout):
-            chunks, deadline = await self._attempts(lambda deadline: self._open(sent, deadline), timeout, begun)
+            chunks, deadline = await self._retrying(lambda deadline: self._open(sent, deadline), timeout, begun)
             try:
                 assembler = StreamAssembler()
                 while (chunk := await self._next_chunk(chunks, deadline, timeout)) is not None:
@@ -257,7 +261,7 @@ class OpenAIChatModel:
     ) -> dict[str, Any] | list[Any] | str | None:
         """The next chunk's JSON, or None at the stream's end."""
         try:
-            chunk: Any = await _before(deadline, chunks.__anext__())
+            chunk: Any = await before(deadline, chunks.__anext__())
         except StopAsyncIteration:
             return None
         except Exception as exc:
@@ -265,25 +269,17 @@ class OpenAIChatModel:
         # The SDK builds chunks without validating them: their JSON, as it came, is read instead.
         return cast("dict[str, Any]", chunk.to_dict(warnings=False)) if hasattr(chunk, "to_dict") else chunk
 
-    async def _attempts(self, send: Callable[[float], Awaitable[_T]], timeout: float, begun: float) -> tuple[_T, float]:
-        """``send(deadline)`` until it answers, retrying 429 and 5xx answers;
-        its answer and the deadline of the attempt that gave it. The first
-        attempt's deadline counts from ``begun`` (before waiting for a slot),
-        each retry's from its start."""
-        loop = asyncio.get_running_loop()
-        deadline = begun + timeout
-        attempt = 0
-        while True:
-            try:
-                return await _before(deadline, send(deadline)), deadline
-            except openai.APIStatusError as exc:
-                if not self._retry.retries(exc.status_code, attempt):
-                    raise self._translated(exc, timeout, attempts=attempt) from exc
-                await asyncio.sleep(self._retry.delay(attempt, exc.response.headers))
-                attempt += 1
-                deadline = loop.time() + timeout
-            except Exception as exc:
-                raise self._translated(exc, timeout, attempts=attempt) from exc
+    async def _retrying(self, send: Callable[[float], Awaitable[_T]], timeout: float, begun: float) -> tuple[_T, float]:
+        """``send(deadline)`` after the retries of the policy: its answer and
+        the deadline of the attempt that gave it. The first attempt's
+        deadline counts from ``begun`` (before waiting for a slot)."""
+        return await self._retry.run(
+            send,
+            timeout=timeout,
+            refused=_refused,
+            fail=lambda exc, retries: self._give_up(exc, retries, timeout),
+            begun=begun,
+        )
 
     def _slot(self, timeout: float) -> _Slot:
         if self._max_concurrency is None:
@@ -296,6 +292,10 @@ class OpenAIChatModel:
 
     # --- errors ------------------------------------------------------------------------
 
+    def _give_up(self, exc: Exception, retries: int, timeout: float) -> NoReturn:
+        """Raise the ``ModelError`` of a call that failed after ``retries`` retries."""
+        raise self._translated(exc, timeout, attempts=retries) from exc
+
     def _translated(self, exc: BaseException, timeout: float, *, attempts: int) -> ModelError:
         """The ``ModelError`` of a failure of the SDK, without the credentials."""
         if isinstance(exc, ModelError):
@@ -303,7 +303,7 @@ class OpenAIChatModel:
         if isinstance(exc, openai.APIStatusError):
             return self._redacted(status_error(exc.status_code, exc.body, retries=attempts))
         if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
-            return ModelError(f"the model endpoint did not answer within {timeout:g} s", reason="timeout")
+            return timed_out(timeout)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
             what = f"the connection to the model endpoint {self.base_url} failed: {first_line(cause)}"
@@ -317,13 +317,13 @@ class OpenAIChatModel:
         return self._redacted(ModelError(f"the model call failed: {first_line(exc)}", reason="connection"))
 
     def _redacted(self, error: ModelError) -> ModelError:
-        detail = str(error)
-        clean = detail
+        return redacted(error, self._redact)
+
+    def _redact(self, text: str) -> str:
+        """``text`` without the credentials this model was given (a server may echo them)."""
         for secret in self._secrets:
-            clean = clean.replace(secret, "[redacted]")
-        if clean == detail:
-            return error
-        return ModelError(clean, reason=error.reason, http_status=error.http_status)
+            text = text.replace(secret, "[redacted]")
+        return text
 
 
 class _Slot:
@@ -349,15 +349,8 @@ class _Slot:
             self._semaphore.release()
 
 
-async def _before(deadline: float, awaitable: Awaitable[_T]) -> _T:
-    """What ``awaitable`` gives, or ``asyncio.TimeoutError`` at ``deadline``
-    (the running loop's clock)."""
-    if _TIMEOUT_AT is not None:
-        # Python 3.11+: the deadline without a task per wait (wait_for's),
-        # which cost half a millisecond of a stream's first token here.
-        async with _TIMEOUT_AT(deadline):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, _left(deadline))
+def _refused(exc: Exception) -> Refused | None:
+    return Refused(exc.status_code, exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
 
 
 def _left(deadline: float) -> float:

@@ -1,5 +1,9 @@
 """What every provider adapter shares about HTTP: a body size cap under the
-SDK, the retry policy, deadlines, and the wording of failures.
+SDK, the retry policy and its loop, deadlines, and the wording of failures.
+
+An adapter keeps only what is its SDK's own: which of its exceptions is an
+error answer (``Refused``, for the policy to retry or not) and which
+``ModelError`` each failure becomes.
 
 Both official SDKs (``openai`` and ``anthropic``) are built on ``httpx2``
 and accept an HTTP client of ours, which is how the cap reaches them
@@ -13,10 +17,10 @@ import asyncio
 import json
 import random
 import sys
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import httpx2
 
@@ -116,13 +120,70 @@ class RetryPolicy:
         # Jitter, so that clients failed by one outage do not all come back at once.
         return ceiling * (0.5 + random.random() / 2)
 
+    async def run(
+        self,
+        send: Callable[[float], Awaitable[_T]],
+        *,
+        timeout: float,
+        refused: Callable[[Exception], Refused | None],
+        fail: Callable[[Exception, int], NoReturn],
+        begun: float | None = None,
+    ) -> tuple[_T, float]:
+        """``send(deadline)`` until it answers: its answer, and the deadline
+        of the attempt that gave it (a stream's reader keeps to it).
+
+        Each attempt has ``timeout`` seconds, the first from ``begun`` (the
+        loop's time, such as before waiting for a connection slot) or else
+        from now, each retry from its start. An exception that ``refused``
+        reads as an error answer this policy retries is retried after
+        ``delay``; any other, or the last, goes to ``fail`` with the number
+        of retries made, which raises it as the adapter words it."""
+        loop = asyncio.get_running_loop()
+        deadline = (loop.time() if begun is None else begun) + timeout
+        attempt = 0
+        while True:
+            try:
+                return await before(deadline, send(deadline)), deadline
+            except Exception as exc:
+                answer = refused(exc)
+                if answer is None or not self.retries(answer.status, attempt):
+                    fail(exc, attempt)
+                await asyncio.sleep(self.delay(attempt, answer.headers))
+                attempt += 1
+                deadline = loop.time() + timeout
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An SDK's exception read as an error answer: its HTTP status, and the
+    headers that may say when to come back (``Retry-After``)."""
+
+    status: int
+    headers: Mapping[str, str]
+
+
+def sdk_options(
+    http_client: Callable[..., httpx2.AsyncClient], *, default_timeout: float, max_reply_bytes: int
+) -> dict[str, Any]:
+    """The options an official SDK's client (``openai``, ``anthropic``) is
+    built with: its own retries off, so that no other policy hides behind
+    ``RetryPolicy``; the default deadline; and ``http_client``, the SDK's
+    own client class (its connection limits and redirects), over the
+    size-capped transport."""
+    return {
+        "max_retries": 0,
+        "timeout": default_timeout,
+        "http_client": http_client(transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_reply_bytes)),
+    }
+
 
 async def before(deadline: float, awaitable: Awaitable[_T]) -> _T:
     """What ``awaitable`` gives, or ``TimeoutError`` at ``deadline`` (the loop's time)."""
     if sys.version_info >= (3, 11):
         # Not wait_for: before 3.12 it runs the awaitable as a task of its own
         # and loses the caller's cancellation when both happen at once, which
-        # would read a cancelled stream to its end.
+        # would read a cancelled stream to its end; and that task per wait
+        # cost half a millisecond of a stream's first token.
         async with asyncio.timeout_at(deadline):
             return await awaitable
     return await asyncio.wait_for(awaitable, max(deadline - asyncio.get_running_loop().time(), 0.0))
@@ -140,6 +201,15 @@ def status_error(status: int, body: object, *, retries: int, what: str = "the mo
     message = error_message(body)
     detail = f"{what} answered {words}{after}" + (f": {message}" if message else "")
     return ModelError(detail, reason="status", http_status=status)
+
+
+def redacted(error: ModelError, redact: Callable[[str], str]) -> ModelError:
+    """``error`` with ``redact`` applied to its message (to blank out the
+    credentials an adapter was given): ``error`` itself when that changes nothing."""
+    detail = redact(error.detail)
+    if detail == error.detail:
+        return error
+    return ModelError(detail, reason=error.reason, http_status=error.http_status)
 
 
 def error_message(body: object) -> str:
@@ -160,6 +230,10 @@ def error_message(body: object) -> str:
 def first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def timed_out(timeout: float, *, what: str = "the model endpoint") -> ModelError:
+    return ModelError(f"{what} did not answer within {timeout:g} s", reason="timeout")
 
 
 def too_large(limit: int) -> ModelError:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from registry.format.safeyaml import Position, YamlDocument, YamlError, YamlLimits, parse_yaml
+from registry.errors import ConfigurationError
+from registry.format.safeyaml import Position, YamlDocument, YamlError, YamlLimits, parse_yaml, read_yaml_file
 from registry.models import Issue, json_pointer
 
 
@@ -410,3 +412,37 @@ def test_errors_found_while_reading_values_name_their_line(data: bytes, line: in
     issue = _only_issue(data)
     assert issue.line == line
     assert "<unicode string>" not in issue.message
+
+
+# --- settings files -------------------------------------------------------------
+
+
+def _read_error(path: Path) -> ConfigurationError:
+    with pytest.raises(ConfigurationError) as caught:
+        read_yaml_file(path, what="settings file", when_empty="it needs a mapping")
+    return caught.value
+
+
+def test_a_settings_file_is_read_into_its_document(tmp_path: Path) -> None:
+    path = tmp_path / "s.yml"
+    path.write_text("a: [1, 2]\n", encoding="utf-8")
+    document = read_yaml_file(path, what="settings file", when_empty="it needs a mapping")
+    assert document.value == {"a": [1, 2]}
+    assert document.position(("a", 1)) == Position(1, 8)
+
+
+def test_a_settings_file_that_is_missing_unreadable_or_empty_is_one_named_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.yml").write_text(" \n\n", encoding="utf-8")
+    assert str(_read_error(tmp_path / "missing.yml")) == f"settings file {tmp_path / 'missing.yml'} does not exist"
+    assert str(_read_error(tmp_path)) == f"settings file {tmp_path} cannot be read: Is a directory"
+    empty = _read_error(tmp_path / "empty.yml")
+    assert str(empty) == f"settings file {tmp_path / 'empty.yml'} is empty; it needs a mapping"
+    assert empty.errors == []
+
+
+def test_every_problem_of_a_settings_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.yml"
+    path.write_text("a: 1\na: 2\nb: !!binary aGk=\n", encoding="utf-8")
+    error = _read_error(path)
+    assert [(issue.file, issue.line) for issue in error.errors] == [(str(path), 2), (str(path), 3)]
+    assert str(error) == f"{path}:2:1: duplicate key 'a' (first defined on line 1), and 1 more problem"

@@ -168,6 +168,21 @@ def test_bad_usage_exits_2_with_one_line(tmp_path: Path, replies: Path, argument
     assert message in one_line_error(result)
 
 
+def test_a_script_of_replies_with_yaml_problems_exits_2_with_each_problem_on_its_line(tmp_path: Path) -> None:
+    script = tmp_path / "replies.yml"
+    script.write_text(
+        "- content: a\n  content: b\n- content: !!binary aGk=\n  agent: x\n  agent: y\n", encoding="utf-8"
+    )
+    result = run("run", "chat/minimal", "--example", "--model", f"scripted:{script}", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"prompt-registry: {script}:2:3: duplicate key 'content' (first defined on line 1), and 2 more problems",
+        f"  {script}:2:3: /0/content: duplicate key 'content' (first defined on line 1)",
+        f"  {script}:3:12: /1/content: unsupported YAML tag 'tag:yaml.org,2002:binary'; use plain JSON types",
+        f"  {script}:5:3: /1/agent: duplicate key 'agent' (first defined on line 4)",
+    ]
+
+
 def test_an_agent_that_does_not_exist_exits_1(replies: Path) -> None:
     result = run("run", "support/nope", "--example", "--model", f"scripted:{replies}")
     assert result.returncode == 1

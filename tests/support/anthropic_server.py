@@ -43,26 +43,19 @@ every answer the client left early (``"disconnected"``).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import zlib
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.support.redis_server import free_port
+from tests.support.scripted_process import Script, ScriptedHandler, ScriptedServerProcess, script_arguments, serve
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -92,28 +85,6 @@ BEDROCK = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 LOGGED_HEADERS = ("x-api-key", "authorization", "anthropic-version", "x-amz-date")
 DELTA_CHARS = 8
-
-
-class Script:
-    """The replies, each used once unless it repeats; safe across request threads."""
-
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
-        self._replies = replies
-        self._used: set[int] = set()
-        self._lock = threading.Lock()
-
-    def next_reply(self, last_turn: str) -> dict[str, Any] | None:
-        with self._lock:
-            for index, reply in enumerate(self._replies):
-                if index in self._used:
-                    continue
-                pattern = reply.get("when")
-                if pattern is not None and not re.search(pattern, last_turn):
-                    continue
-                if not reply.get("repeat"):
-                    self._used.add(index)
-                return reply
-        return None
 
 
 # --- what the real API refuses ---------------------------------------------------------------
@@ -351,14 +322,9 @@ def bedrock_event(event: Mapping[str, Any]) -> bytes:
 # --- the server ------------------------------------------------------------------------------
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ScriptedHandler):
     """Answers with the script's replies; ``bind`` gives it the script and the log."""
 
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in several writes: without this, Nagle's
-    # algorithm holds the body until the client's delayed ACK (40 ms).
-    disable_nagle_algorithm = True
-    script: Script
     log: Path
     log_lock = threading.Lock()
     counter = iter(range(1, 10**9))
@@ -368,15 +334,9 @@ class Handler(BaseHTTPRequestHandler):
     def bind(cls, script: Script, log: Path) -> type[Handler]:
         return type("BoundHandler", (cls,), {"script": script, "log": log})
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the request log is the record
-
     def record(self, entry: Mapping[str, Any]) -> None:
         with self.log_lock, self.log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
-
-    def do_GET(self) -> None:
-        self._send(200, b'{"status": "ok"}' if self.path == "/health" else b"{}")
 
     def do_POST(self) -> None:
         with self.log_lock:
@@ -458,15 +418,6 @@ class Handler(BaseHTTPRequestHandler):
             payload = {"type": "error", "error": {"type": kind, "message": text}}
         self._send(status, json.dumps(payload).encode(), headers)
 
-    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
     def _stream(self, reply: Mapping[str, Any], whole: Mapping[str, Any], platform: str) -> None:
         self.send_response(200)
         kind = "application/vnd.amazon.eventstream" if platform == "bedrock" else "text/event-stream"
@@ -498,43 +449,21 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServerProcess):
     """``python -m tests.support.anthropic_server`` on a free port, stopped by PID."""
 
     def __init__(self, replies: Sequence[Mapping[str, Any]], directory: Path) -> None:
-        self.port = free_port()
+        super().__init__(
+            "tests.support.anthropic_server",
+            replies,
+            directory,
+            script="anthropic-replies.json",
+            log="anthropic-requests.jsonl",
+            what="the scripted Anthropic server",
+        )
         self.base_url = f"http://127.0.0.1:{self.port}"
         """For ``AsyncAnthropic`` and ``AsyncAnthropicBedrock``; Vertex's is ``vertex_url``."""
         self.vertex_url = f"{self.base_url}/v1"
-        self._script = directory / "anthropic-replies.json"
-        self._script.write_text(json.dumps(replies), encoding="utf-8")
-        self.log = directory / "anthropic-requests.jsonl"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> AnthropicServer:
-        command = [sys.executable, "-m", "tests.support.anthropic_server", "--port", str(self.port)]
-        command += ["--script", str(self._script), "--log", str(self.log)]
-        self._process = subprocess.Popen(command, cwd=REPOSITORY)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.base_url}/health", timeout=1).close()
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("the scripted Anthropic server did not start") from None
-                time.sleep(0.05)
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Every line of the log so far, in order."""
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request body received so far, in order."""
-        return [entry["body"] for entry in self.entries() if "body" in entry]
 
     def wait_for_disconnect(self, timeout: float = 10.0) -> bool:
         """Whether the server saw a client leave a stream, within ``timeout`` seconds."""
@@ -545,34 +474,11 @@ class AnthropicServer:
             time.sleep(0.05)
         return False
 
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--script", type=Path, required=True)
-    parser.add_argument("--log", type=Path, required=True)
-    args = parser.parse_args()
-    script = Script(json.loads(args.script.read_text(encoding="utf-8")))
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler.bind(script, args.log))
-    server.daemon_threads = True
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    server.serve_forever()
+    args = script_arguments(__doc__.split("\n")[0]).parse_args()
+    script = Script.from_file(args.script)
+    serve(args.port, Handler.bind(script, args.log))
 
 
 if __name__ == "__main__":

@@ -49,20 +49,15 @@ client that had left (what a server that does not stream does).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -75,32 +70,9 @@ from tests.support.openai_flavors import (
     tool_calls_reach_the_client,
 )
 from tests.support.openai_stream import ChunkMaker, event, reply_events
-from tests.support.redis_server import free_port
+from tests.support.scripted_process import Script, ScriptedHandler, ScriptedServerProcess, script_arguments, serve
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 _ROUTES = re.compile(r"^(?:/v1)?/chat/completions/?$|^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
-
-
-class Script:
-    """The replies, each used once unless it repeats; safe across request threads."""
-
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
-        self._replies = replies
-        self._used: set[int] = set()
-        self._lock = threading.Lock()
-
-    def next_reply(self, last_message: str) -> dict[str, Any] | None:
-        with self._lock:
-            for index, reply in enumerate(self._replies):
-                if index in self._used:
-                    continue
-                pattern = reply.get("when")
-                if pattern is not None and not re.search(pattern, last_message):
-                    continue
-                if not reply.get("repeat"):
-                    self._used.add(index)
-                return reply
-        return None
 
 
 def tool_calls(reply: dict[str, Any], number: int) -> list[dict[str, Any]]:
@@ -193,24 +165,13 @@ class RequestLog:
             handle.write(json.dumps(line) + "\n")
 
 
-class ScriptedHandler(BaseHTTPRequestHandler):
+class ChatCompletionsHandler(ScriptedHandler):
     """Answers with the script; ``make_handler`` gives each server its own subclass."""
 
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes: without this, Nagle's
-    # algorithm holds the body until the client's delayed ACK (40 ms).
-    disable_nagle_algorithm = True
-    script: Script
     log: RequestLog
     options: ServerOptions
     slot: GenerationSlot | None
     completions: Iterator[int]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the request log is the record
-
-    def do_GET(self) -> None:
-        self._send(200, b'{"status": "ok"}' if self.path == "/health" else b"{}")
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -322,15 +283,6 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         """One piece of a chunked body; the empty one ends it."""
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
 
 def make_handler(script: Script, log: Path, options: ServerOptions | None = None) -> type[BaseHTTPRequestHandler]:
     options = options or ServerOptions()
@@ -341,10 +293,10 @@ def make_handler(script: Script, log: Path, options: ServerOptions | None = None
         "slot": GenerationSlot() if options.flavor == "llama.cpp" else None,
         "completions": itertools.count(1),
     }
-    return type("Handler", (ScriptedHandler,), attributes)
+    return type("Handler", (ChatCompletionsHandler,), attributes)
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(ScriptedServerProcess):
     """``python -m tests.support.openai_server`` on a free port, stopped by PID."""
 
     def __init__(
@@ -358,44 +310,23 @@ class ScriptedModelServer:
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"flavor {flavor!r}: expected one of {', '.join(FLAVORS)}")
-        self.port = free_port()
+        options = ["--flavor", flavor]
+        if served_model is not None:
+            options += ["--served-model", served_model]
+        if not auto_tool_choice:
+            options.append("--no-auto-tool-choice")
+        super().__init__(
+            "tests.support.openai_server",
+            replies,
+            directory,
+            script="replies.json",
+            log="requests.jsonl",
+            what="the scripted model server",
+            options=options,
+        )
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.azure_endpoint = f"http://127.0.0.1:{self.port}"
         """What Azure OpenAI's SDK client takes (it adds ``/openai/deployments/...``)."""
-        self._script = directory / "replies.json"
-        self._script.write_text(json.dumps(replies), encoding="utf-8")
-        self.log = directory / "requests.jsonl"
-        self._options = ["--flavor", flavor]
-        if served_model is not None:
-            self._options += ["--served-model", served_model]
-        if not auto_tool_choice:
-            self._options.append("--no-auto-tool-choice")
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ScriptedModelServer:
-        command = [sys.executable, "-m", "tests.support.openai_server", "--port", str(self.port)]
-        command += ["--script", str(self._script), "--log", str(self.log), *self._options]
-        self._process = subprocess.Popen(command, cwd=REPOSITORY)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1).close()
-                return self
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("the scripted model server did not start") from None
-                time.sleep(0.05)
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Every line of the log so far: requests and how their answers ended."""
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request body received so far, in order."""
-        return [entry["body"] for entry in self.entries() if "body" in entry]
 
     def endings(self) -> list[tuple[str, int]]:
         """How each answer ended so far, in order: (``finished``, ``disconnected``,
@@ -410,38 +341,16 @@ class ScriptedModelServer:
             time.sleep(0.02)
         return endings
 
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--script", type=Path, required=True)
-    parser.add_argument("--log", type=Path, required=True)
+    parser = script_arguments(__doc__.split("\n")[0])
     parser.add_argument("--flavor", choices=FLAVORS, default="generic")
     parser.add_argument("--served-model", help="vllm: the only model name it serves")
     parser.add_argument("--no-auto-tool-choice", action="store_true", help="vllm: without --enable-auto-tool-choice")
     args = parser.parse_args()
-    script = Script(json.loads(args.script.read_text(encoding="utf-8")))
+    script = Script.from_file(args.script)
     options = ServerOptions(args.flavor, args.served_model, not args.no_auto_tool_choice)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(script, args.log, options))
-    server.daemon_threads = True
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    server.serve_forever()
+    serve(args.port, make_handler(script, args.log, options))
 
 
 if __name__ == "__main__":
