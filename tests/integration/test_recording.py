@@ -30,7 +30,8 @@ from tests.support.executor_fixtures import (
     registry_client,
     run_scripted,
 )
-from tests.support.openai_server import REPOSITORY, ScriptedModelServer
+from tests.support.openai_server import ScriptedModelServer
+from tests.support.scripted_process import REPOSITORY
 from tests.support.servers import RegistryProcess
 
 # A leaf with native tool calls, a ReAct leaf, a json leaf, and composites:
