@@ -12,7 +12,7 @@ from pathlib import Path
 
 from registry.providers.chat import ChatReply
 from tests.support.cache_writer import is_whole
-from tests.support.openai_server import REPOSITORY
+from tests.support.scripted_process import REPOSITORY
 
 SIZE = 1_000_000
 ROUNDS = 4
