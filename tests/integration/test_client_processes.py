@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from tests.conftest import MINIMAL, LibraryRepo, eventually
 from tests.support.ports import free_port
 from tests.support.registry_client import QUICK_RETRIES, RULES_INPUTS
 from tests.support.servers import CLI, RegistryProcess, clean_environment
+from tests.support.waits import LATE
 
 
 def test_importing_the_client_pulls_in_no_server_dependency() -> None:
@@ -132,16 +134,36 @@ def test_a_gateway_keeps_rendering_through_an_outage(
         server.stop()
 
 
-def test_follow_sees_a_new_release_within_a_second(released_repo: LibraryRepo) -> None:
+def _releases_answered(base: str, status: int) -> float:
+    """How many ``GET /v1/releases`` the server has answered with ``status``, from its metrics."""
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    labels = ('route="/v1/releases"', 'method="GET"', f'status="{status}"')
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("prompt_registry_http_requests_total{") and all(label in line for label in labels)
+    )
+
+
+def test_follow_wakes_on_a_new_release_not_at_the_end_of_its_wait(released_repo: LibraryRepo) -> None:
+    # A TTL of an hour and long-polls of a minute (LATE): within the test, only a
+    # long-poll answered on the change can bring the new release.
     with RegistryProcess("--repo", str(released_repo.path)) as server:
-        with RegistryClient(server.base, release="^1.0", ttl=3600, follow=True, follow_wait=2) as client:
+        client = RegistryClient(server.base, release="^1.0", ttl=3600, follow=True, follow_wait=LATE)
+        with client:
             assert client.get("chat", "minimal").tag == "v1.1.0"
-            time.sleep(0.3)  # the follower's first long-poll is waiting
+            # The follower's first request (it knows no ETag yet) is answered at
+            # once: from then on it holds v1.1.0's ETag, whenever the tag lands.
+            eventually(lambda: _releases_answered(server.base, 200) == 1)
             released_repo.release("v1.5.0", {"chat/minimal.yml": MINIMAL.replace("helpful", "curious")})
-            tagged = time.monotonic()
-            eventually(lambda: client.get("chat", "minimal").tag == "v1.5.0", seconds=5)
-            assert time.monotonic() - tagged < 1.5  # a deadline with slack for this machine
+            eventually(lambda: client.get("chat", "minimal").tag == "v1.5.0", seconds=30)
             assert "curious" in client.get("chat", "minimal").render(question="q").messages[0].content
+        # No long-poll ended by its wait (304): the one waiting was answered on the change.
+        assert (_releases_answered(server.base, 200), _releases_answered(server.base, 304)) == (2, 0)
+        # A long-poll the follower began since waits for a change: this one lets it end
+        # now rather than hold the server's stop for its graceful ten seconds.
+        released_repo.release("v1.6.0", {"chat/minimal.yml": MINIMAL})
 
 
 def test_the_sync_client_is_safe_to_share_between_threads(released_repo: LibraryRepo) -> None:

@@ -3,8 +3,6 @@ name, and the server's death is an observation the model reads."""
 
 from __future__ import annotations
 
-import time
-
 from registry.executor import COMPLETED
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import executor_for
@@ -34,11 +32,10 @@ def test_tools_of_an_mcp_server_bind_by_name_and_its_death_is_an_observation(rep
         {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]},
         {"when": "is not running", "content": "The tool server is down; 2 + 3 = 5."},
     ]
-    started = time.monotonic()
     with executor_for(repo.path, replies, tools=[McpTools("calc", STDIO)]) as executor:
         result = executor.run("tools/mcp", {"question": "2 + 3?"})
     statuses = [t.attributes["registry.tool.status"] for t in result.trace.spans("execute_tool")]
     assert (result.outcome, result.output) == (COMPLETED, "The tool server is down; 2 + 3 = 5."), result.trace.as_text()
     assert statuses == ["ok", "error", "error"]
+    # The death was seen, not waited out: a call left hanging would have ended in the tool's timeout.
     assert "exited with status 3" in result.trace.spans("execute_tool")[2].attributes["registry.tool.output"]
-    assert time.monotonic() - started < 30

@@ -53,16 +53,12 @@ def test_a_sync_in_one_replica_reaches_the_other(replicas: tuple[Flask, Flask], 
 
     first.extensions["prompt_registry.service"].syncer.sync_now()  # as a webhook or the timer would
     assert _release(a, "^1") == "v1.3.0"
-    started = time.monotonic()
-    eventually(lambda: _heard(second) > heard_before, seconds=10)
-    heard_after = time.monotonic() - started
+    eventually(lambda: _heard(second) > heard_before)
     # Once heard, B answers the range with the new release on the very next
     # request: it waits for its own fetch rather than answer from before.
     assert _release(b, "^1") == "v1.3.0"
     assert _release(b, "latest") == "v1.3.0"
     assert second.extensions["prompt_registry.service"].syncer.fetches > fetches_before
-    # Recorded for the docs, not asserted: timing belongs in bench/.
-    print(f"announcement heard after {heard_after * 1000:.1f} ms")
 
 
 def test_a_replica_that_hears_its_own_state_does_not_fetch(replicas: tuple[Flask, Flask]) -> None:
@@ -124,7 +120,9 @@ def test_after_a_redis_outage_every_replica_converges_at_once(
     eventually(lambda: _subscribe_errors(second) >= 5, seconds=10)
 
     own_redis.start()
-    eventually(lambda: _release(b, "^1") == "v1.4.0", seconds=2)
+    # Syncs are an hour apart: only the comparison made on reconnecting brings
+    # v1.4.0 within the test (the deadline stops a test that never converges).
+    eventually(lambda: _release(b, "^1") == "v1.4.0")
     assert _release(first.test_client(), "^1") == "v1.4.0"
 
 

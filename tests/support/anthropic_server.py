@@ -35,8 +35,9 @@ chunk), ``end_after`` N events (the body ended cleanly, no message_stop),
 ``event_delay`` seconds between events; ``delay`` seconds before any answer.
 
 Every request is appended to the log as a JSON line (path, some headers,
-body, when it came and how many requests were in flight then), and so is
-every answer the client left early (``"disconnected"``).
+body, when it came on the monotonic clock, which no clock adjustment moves,
+and how many requests were in flight then), and so is every answer the
+client left early (``"disconnected"``).
 
     python -m tests.support.anthropic_server --port 8000 --script replies.json --log requests.jsonl
 """
@@ -355,7 +356,13 @@ class Handler(ScriptedHandler):
         except ValueError:
             body = raw.decode(errors="replace")
         headers = {name: self.headers[name] for name in LOGGED_HEADERS if name in self.headers}
-        entry = {"path": self.path, "headers": headers, "body": body, "at": time.time(), "in_flight": self.in_flight}
+        entry = {
+            "path": self.path,
+            "headers": headers,
+            "body": body,
+            "at": time.monotonic(),
+            "in_flight": self.in_flight,
+        }
         self.record(entry)
         route = self._route(body)
         if route is None:

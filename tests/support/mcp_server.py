@@ -25,6 +25,7 @@ import argparse
 import base64
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -97,9 +98,18 @@ def fail(message: str) -> str:
 
 
 @server.tool()
-async def slow(seconds: float) -> str:
-    """Sleep, then say so."""
-    await anyio.sleep(seconds)
+async def slow(seconds: float, record: str = "") -> str:
+    """Sleep, then say so. ``record`` names a file to write how the sleep
+    ended, ``finished`` or ``cancelled``: a test's proof that a call was
+    given up on before its answer."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if record:
+            Path(record).write_text("cancelled", encoding="utf-8")
+        raise
+    if record:
+        Path(record).write_text("finished", encoding="utf-8")
     return f"slept {seconds:g} s"
 
 
