@@ -183,7 +183,39 @@ def response_format(wanted: ResponseFormat, dialect: Dialect, adjustments: list[
     if dialect.server == "llama.cpp":
         why = "response_format was sent as json_object with the schema, which llama.cpp takes"
         adjustments.append(Adjustment("response_format", why))
-        return {"type": "json_object", "schema": schema}
+        unbounded, dropped = without_size_bounds(schema)
+        if dropped:
+            why = (
+                f"the schema was sent without {', '.join(sorted(dropped))}: llama.cpp's grammars cannot repeat that far"
+            )
+            adjustments.append(Adjustment("response_format", why))
+        return {"type": "json_object", "schema": unbounded}
     why = f"response_format was sent as json_object, without the schema: {dialect.name} may not take one"
     adjustments.append(Adjustment("response_format", why))
     return {"type": "json_object"}
+
+
+# Size bounds llama.cpp turns into repetitions of grammar rules. Past its
+# limit (rules x repetitions > 2000), llama-cpp-python 0.3.36 fails to build
+# the grammar and then crashes the whole server (a segfault, found with
+# `maxLength: 6000`). The parser still checks every bound on the reply.
+_SIZE_BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
+
+
+def without_size_bounds(schema: Any) -> tuple[Any, set[str]]:
+    """``schema`` with every size bound left out, and which were there."""
+    dropped: set[str] = set()
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            dropped.update(key for key in node if key in _SIZE_BOUNDS and not isinstance(node[key], dict))
+            return {
+                key: strip(value)
+                for key, value in node.items()
+                if not (key in _SIZE_BOUNDS and not isinstance(value, dict))
+            }
+        if isinstance(node, list):
+            return [strip(item) for item in node]
+        return node
+
+    return strip(schema), dropped

@@ -28,7 +28,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
     session_summary_fixture,
     visited_pages_fixture,
 )
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.servers import RegistryProcess, clean_environment
 from tests.support.triage_agent import triage_service_command
 

@@ -38,7 +38,7 @@ from registry.format.inputbudget import MAX_VALIDATED_DEPTH, measure
 from registry.rendering import RenderLimits
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, eventually, make_app, schema_says
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.registry_client import QUICK_RETRIES, RULES_INPUTS
 from tests.support.waits import LATE
 

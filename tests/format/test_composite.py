@@ -23,7 +23,7 @@ from registry.settings import Settings
 from tests.conftest import AGENTS, LibraryRepo, client_for, make_app
 from tests.support.composites import CLASSIFY, COMPOSITES, DRAFT, GATE, GATED, LEAVES, MAPPED, ROUTED, VOTED
 from tests.support.openapi_check import validate_against_openapi
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 
 
 def _catalog(tmp_path: Path, files: dict[str, str]) -> ReleaseCatalog:

@@ -27,7 +27,7 @@ from registry.providers.chat import (
     Usage,
 )
 from tests.support.anthropic_server import AnthropicServer
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 
 KEY = "sk-ant-test-3f9c2a7e51"
 FAST = {"backoff": 0.01, "max_backoff": 0.05}

@@ -17,7 +17,8 @@ from registry.serving.cache import AgentKey, MemoryTier, redis_key
 from registry.serving.events import ReleaseEventsChannel
 from registry.settings import Settings
 from tests.conftest import MINIMAL, LibraryRepo, make_app
-from tests.support.redis_server import RedisServer, SentinelServer, free_port
+from tests.support.ports import free_port
+from tests.support.redis_server import RedisServer, SentinelServer
 
 
 def _metric(app: Flask, name: str, **labels: str) -> float:

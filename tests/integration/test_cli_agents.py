@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.store.example import build_example_repository
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.servers import REPOSITORY, RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")

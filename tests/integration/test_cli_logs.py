@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.openai_server import ScriptedModelServer
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.servers import clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")

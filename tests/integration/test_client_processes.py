@@ -25,7 +25,7 @@ from registry.client import (
 )
 from registry.format.bundle import Bundle
 from tests.conftest import MINIMAL, LibraryRepo, eventually
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.registry_client import QUICK_RETRIES, RULES_INPUTS
 from tests.support.servers import CLI, RegistryProcess, clean_environment
 from tests.support.waits import LATE

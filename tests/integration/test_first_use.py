@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.servers import REPOSITORY, RegistryProcess, clean_environment
 
 README = REPOSITORY / "README.md"

@@ -25,7 +25,7 @@ from registry.executor.mcp_tools import McpServerUnavailable, McpTools
 from registry.executor.tools import ToolFailure
 from tests.support.mcp_commands import SERVER, STDIO, down_the_first_time
 from tests.support.mcp_server import PAGE_SIZE
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.waits import LATE
 
 TOOLS = {"add", "echo", "fail", "slow", "big", "die", "image", "files", "point"}

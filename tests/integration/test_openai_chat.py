@@ -19,7 +19,7 @@ from registry.providers.chat import ChatReply, ChatRequest, ToolCallRequest, Usa
 from registry.providers.openai_chat import OpenAIChatModel
 from tests.support.header_server import Answer, HeaderServer, completion_body
 from tests.support.openai_server import ScriptedModelServer
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.waits import LATE
 
 FAST = {"backoff": 0.01, "max_backoff": 0.05}

@@ -19,7 +19,7 @@ from registry.providers.openai_chat import OpenAIChatModel
 from registry.providers.openai_request import NOT_STREAMED
 from tests.support.header_server import Answer, HeaderServer
 from tests.support.openai_server import ScriptedModelServer
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 
 SEARCH = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
 NOW = {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}

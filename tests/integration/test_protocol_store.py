@@ -28,8 +28,8 @@ from registry.errors import ConfigurationError, StoreError
 from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
 from registry.protocol.store import MIGRATIONS, TaskStore
 from registry.protocol.tables import METADATA
+from tests.support.ports import free_port
 from tests.support.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)
-from tests.support.redis_server import free_port
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 5, 9, 12, 0, tzinfo=timezone.utc)

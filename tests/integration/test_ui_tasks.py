@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 from registry.serving.app import create_app
 from registry.serving.ui.tasks import AGENT_SERVICE_KEY
 from registry.settings import Settings
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.servers import RegistryProcess
 from tests.support.triage_agent import triage_service_command
 from tests.support.ui_pages import csrf, page

@@ -165,6 +165,38 @@ def test_llama_cpp_gets_json_mode_with_the_schema_beside_it() -> None:
     )
 
 
+def test_llama_cpp_gets_the_schema_without_size_bounds_which_crash_its_grammars() -> None:
+    # maxLength 6000 made llama-cpp-python 0.3.36 fail to build the grammar,
+    # then segfault: the whole server went down (a realmodel run found it).
+    bounded = {
+        "type": "object",
+        "properties": {
+            "feedback": {"type": "string", "maxLength": 6000, "minLength": 1},
+            "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 300},
+            # A property that is named like a bound is a property, kept.
+            "maxLength": {"type": "integer"},
+        },
+    }
+    sent = build(_request(response_format=ResponseFormat(bounded)), _compatible("llama.cpp"), stream=False)
+    assert sent.arguments["response_format"]["schema"] == {
+        "type": "object",
+        "properties": {
+            "feedback": {"type": "string"},
+            "labels": {"type": "array", "items": {"type": "string"}},
+            "maxLength": {"type": "integer"},
+        },
+    }
+    why = "the schema was sent without maxItems, maxLength, minLength: llama.cpp's grammars cannot repeat that far"
+    assert sent.adjustments[-1] == Adjustment("response_format", why)
+    # Other servers get the schema as written.
+    assert (
+        build(_request(response_format=ResponseFormat(bounded)), OPENAI, stream=False).arguments["response_format"][
+            "json_schema"
+        ]["schema"]
+        == bounded
+    )
+
+
 @pytest.mark.parametrize(("dialect", "who"), [(GENERIC, "this server"), (_compatible("ollama"), "ollama")])
 def test_other_servers_get_json_mode_and_the_trace_is_told_the_schema_was_not_sent(dialect: Dialect, who: str) -> None:
     sent = build(_request(response_format=ResponseFormat(SCHEMA)), dialect, stream=False)

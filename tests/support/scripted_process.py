@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 _STARTUP_SECONDS = 20
@@ -173,4 +173,5 @@ def serve(port: int, handler: type[BaseHTTPRequestHandler]) -> None:
     # shutdown() waits for serve_forever to return: not from the signal
     # handler, which runs in the thread serve_forever is blocked in.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    server.serve_forever()
+    # A short poll: SIGTERM's shutdown() waits for the loop to look (0.5 s by default, at every stop).
+    server.serve_forever(poll_interval=0.05)

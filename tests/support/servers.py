@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import psutil
 
-from tests.support.redis_server import free_port
+from tests.support.ports import free_port
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
 REPOSITORY = Path(__file__).resolve().parents[2]
