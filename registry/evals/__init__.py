@@ -1,5 +1,5 @@
 """Evaluations: datasets of cases in the library, the assertions on a run of
-each, and (to come) the runner that compares two releases and its reports.
+each, the runner that compares two releases on them, and its reports.
 
 An eval file, ``<evals root>/<usecase>/<name>.yml`` beside the agents root
 (``ai_gateway/evals`` for ``ai_gateway/agents``), holds cases for the agent
@@ -27,6 +27,15 @@ The modules, by concern:
 - ``judge``: what makes an agent a judge (``judge_problems``), the
   ``JudgeRequest`` a runner sends it, and ``judged``, its reply read into an
   ``AssertionResult`` (a garbage verdict is ``error``).
+- ``results``: what an evaluation found, as typed frozen values that every
+  report reads, each with ``as_json()``: ``EvalRun`` (both sides'
+  ``ReleasePin``, ``RunSettings``, the ``Gate``) holds a ``DatasetResult``
+  per eval file (each side's ``DatasetSide``: digest, eval file, judges'
+  ``JudgePin``, or why nothing ran), a ``CaseComparison`` per case id (its
+  ``Change``: ``regressed``, ``fixed``, ...), each side's ``CaseResult``,
+  its runs' ``RunRecord`` (output, outcome, calls, tokens, latency, trace
+  id) and their ``AssertionOutcome`` (with a judge's ``JudgeOutcome``);
+  ``SideSummary`` works out pass rates, tokens and judge scores from them.
 
 Nothing here imports the executor at run time (reading an eval file for
 lint stays light); ``CaseRun.of`` only reads the ``RunResult`` it is given.
@@ -71,24 +80,53 @@ from registry.evals.dataset import (
 )
 from registry.evals.judge import JUDGE_INPUTS, JudgeRequest, before_judging, judge_problems, judge_request, judged
 from registry.evals.reading import EvalFile, EvalLimits, open_eval_file
+from registry.evals.results import (
+    AssertionOutcome,
+    CaseComparison,
+    CaseResult,
+    Change,
+    DatasetResult,
+    DatasetSide,
+    EvalRun,
+    FailOn,
+    Gate,
+    JudgeOutcome,
+    JudgePin,
+    ReleasePin,
+    RunRecord,
+    RunSettings,
+    SideName,
+    SideSummary,
+)
 
 __all__ = [
     "ASSERTION_KINDS",
     "JUDGE_INPUTS",
     "OUTCOMES",
     "Assertion",
+    "AssertionOutcome",
     "AssertionResult",
+    "CaseComparison",
+    "CaseResult",
     "CaseRun",
+    "Change",
     "Contains",
+    "DatasetResult",
+    "DatasetSide",
     "Defaults",
     "Equals",
     "EvalCase",
     "EvalFile",
     "EvalHeader",
     "EvalLimits",
+    "EvalRun",
+    "FailOn",
+    "Gate",
     "InvalidCase",
     "JsonSchema",
     "Judge",
+    "JudgeOutcome",
+    "JudgePin",
     "JudgeRequest",
     "JudgeVerdict",
     "LocalAssertion",
@@ -96,6 +134,11 @@ __all__ = [
     "NotContains",
     "OutcomeIs",
     "Regex",
+    "ReleasePin",
+    "RunRecord",
+    "RunSettings",
+    "SideName",
+    "SideSummary",
     "Status",
     "ToolCallMade",
     "ToolCalled",
