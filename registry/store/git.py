@@ -94,7 +94,7 @@ class GitTree:
 
     def object_id(self, path: str) -> str:
         """The git blob id of the file at ``path``: equal ids, equal content."""
-        return bin_to_hex(self._entry(path).binsha).decode()
+        return str(bin_to_hex(self._entry(path).binsha).decode())
 
     def open(self, path: str) -> AbstractContextManager[IO[bytes]]:
         """The file at ``path`` as a stream, for files too large to hold (a dataset)."""
