@@ -133,6 +133,7 @@ class Side:
     evals_root: str
     """The evals root, relative to the repository (``ai_gateway/evals``)."""
     _agents: dict[str, Agent | str] = field(default_factory=dict, repr=False)
+    _files: Mapping[str, str] | None = field(default=None, repr=False)
 
     @property
     def tag(self) -> str:
@@ -147,6 +148,12 @@ class Side:
     def where(self) -> str:
         """``at v1.1.0``, or ``in the working tree``, for messages."""
         return "in the working tree" if self.tag == WORKTREE else f"at {self.tag}"
+
+    def files(self) -> Mapping[str, str]:
+        """The side's eval files with their blob ids (``Datasets.files``), listed once."""
+        if self._files is None:
+            self._files = self.datasets.files()
+        return self._files
 
     def eval_file(self, relative: str) -> str:
         """An eval file's path relative to the repository."""
