@@ -285,7 +285,8 @@ class ModelError(RegistryError):
     retries 429 and 5xx get), a timeout, a connection failure, a body that
     is not a chat completion, or a reply over the size cap. ``reason`` says
     which, in a word the trace keeps (``status``, ``timeout``,
-    ``connection``, ``malformed``, ``too-large``, ``no-reply``)."""
+    ``connection``, ``malformed``, ``too-large``, ``no-reply``; a replay's
+    ``not-recorded``: a request its file does not hold)."""
 
     slug = "model-error"
     title = "Model error"

@@ -1,7 +1,9 @@
 """Talking to model providers: the ``ChatModel`` interface (a request, its
 reply, the reply as it streams) and its adapters over the providers'
 official SDKs, the HTTP limits they share, the operator's models file and
-the router that binds each definition's ``model.provider`` to one of them.
+the router that binds each definition's ``model.provider`` to one of them;
+and the models that wrap another to record its exchanges, replay them
+with no model, or cache its replies on disk (``recording``, ``chatcache``).
 
 The adapters are imported when first named (``OpenAIChatModel``...) or
 when the router first uses a binding of their kind, so that importing this
@@ -24,6 +26,7 @@ from registry.providers.chat import (
     ChatModel,
     ChatReply,
     ChatRequest,
+    ReplyOrigin,
     ResponseFormat,
     ServedBy,
     StreamItem,
@@ -31,7 +34,10 @@ from registry.providers.chat import (
     ToolCallRequest,
     Usage,
 )
+from registry.providers.chatcache import CachingChatModel
+from registry.providers.exchanges import request_key
 from registry.providers.modelsfile import Binding, ModelsFile, Route, load_models_file
+from registry.providers.recording import RecordingChatModel, ReplayChatModel, exchange_label
 from registry.providers.router import RoutingChatModel
 
 if TYPE_CHECKING:
@@ -55,12 +61,16 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Adjustment",
     "Binding",
+    "CachingChatModel",
     "ChatModel",
     "ChatReply",
     "ChatRequest",
     "LiteLLMChatModel",
     "ModelsFile",
     "OpenAIChatModel",
+    "RecordingChatModel",
+    "ReplayChatModel",
+    "ReplyOrigin",
     "ResponseFormat",
     "Route",
     "RoutingChatModel",
@@ -69,5 +79,7 @@ __all__ = [
     "TextDelta",
     "ToolCallRequest",
     "Usage",
+    "exchange_label",
     "load_models_file",
+    "request_key",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 """The largest response body the executor reads from a model endpoint:
@@ -100,6 +100,12 @@ class ServedBy:
         return cls(str(data["provider"]), str(data["kind"]), str(data["model"]), data.get("route"))
 
 
+ReplyOrigin = Literal["cache", "replay"]
+"""Where a reply that no model gave now came from: ``cache`` (a
+``CachingChatModel`` entry of an earlier run) or ``replay`` (a
+``ReplayChatModel`` file)."""
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One call to the model."""
@@ -159,6 +165,11 @@ class ChatReply:
     adjustments: tuple[Adjustment, ...] = ()
     """What the adapter sent otherwise than the request asked, for the
     trace to say; empty when it sent the request as asked."""
+    origin: ReplyOrigin | None = None
+    """Where the reply came from when no model answered this call (the
+    cache, a replay file); None: a model answered it now. A trace keeps it
+    with the reply (``registry.reply``), so that a cached answer is never
+    taken for a live one."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChatReply:
@@ -175,6 +186,7 @@ class ChatReply:
             response_id=data.get("response_id"),
             served_by=ServedBy.from_dict(data["served_by"]) if isinstance(data.get("served_by"), dict) else None,
             adjustments=tuple(Adjustment.from_dict(item) for item in data.get("adjustments") or []),
+            origin=data["origin"] if data.get("origin") in ("cache", "replay") else None,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -191,6 +203,8 @@ class ChatReply:
             out["served_by"] = self.served_by.as_dict()
         if self.adjustments:
             out["adjustments"] = [adjustment.as_dict() for adjustment in self.adjustments]
+        if self.origin is not None:
+            out["origin"] = self.origin
         return out
 
 

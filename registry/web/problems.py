@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from flask import Flask, Response
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from registry.errors import NotReady, RegistryError
 
@@ -132,7 +132,11 @@ def _http_error(error: HTTPException) -> Response:
         status, ("invalid-request", "Invalid request") if status < 500 else ("internal-error", "Internal error")
     )
     detail = _HTTP_DETAILS.get(status, error.description or title)
-    headers = {k: v for k, v in error.get_headers() if k.lower() == "allow"}
+    headers: dict[str, str] = {}
+    if isinstance(error, MethodNotAllowed) and error.valid_methods:
+        # Werkzeug collects a route's methods in a set, whose order changes
+        # with each process's hash seed: sorted, every worker answers alike.
+        headers["Allow"] = ", ".join(sorted(error.valid_methods))
     return problem_response(slug, status, title, detail, headers=headers)
 
 

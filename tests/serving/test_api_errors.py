@@ -323,20 +323,20 @@ def test_every_error_class_has_a_described_and_documented_problem_type() -> None
 @pytest.mark.parametrize(
     ("method", "url", "allowed"),
     [
-        ("POST", "/v1/agents/chat/minimal", {"GET", "HEAD", "OPTIONS"}),
-        ("DELETE", "/v1/agents/chat/minimal", {"GET", "HEAD", "OPTIONS"}),
-        ("GET", "/v1/agents/chat/minimal/render", {"POST", "OPTIONS"}),
-        ("PUT", "/v1/agents/chat/minimal/render", {"POST", "OPTIONS"}),
-        ("GET", "/v1/agents/chat/minimal/parse", {"POST", "OPTIONS"}),
-        ("PUT", "/v1/agents/chat/minimal/parse", {"POST", "OPTIONS"}),
+        ("POST", "/v1/agents/chat/minimal", "GET, HEAD, OPTIONS"),
+        ("DELETE", "/v1/agents/chat/minimal", "GET, HEAD, OPTIONS"),
+        ("GET", "/v1/agents/chat/minimal/render", "OPTIONS, POST"),
+        ("PUT", "/v1/agents/chat/minimal/render", "OPTIONS, POST"),
+        ("GET", "/v1/agents/chat/minimal/parse", "OPTIONS, POST"),
+        ("PUT", "/v1/agents/chat/minimal/parse", "OPTIONS, POST"),
     ],
 )
 def test_wrong_methods_on_agent_routes_name_exactly_the_allowed_ones(
-    client: FlaskClient, method: str, url: str, allowed: set[str]
+    client: FlaskClient, method: str, url: str, allowed: str
 ) -> None:
     response = client.open(url, method=method)
     problem(response, 405, "method-not-allowed")
-    assert {m.strip() for m in response.headers["Allow"].split(",")} == allowed
+    assert response.headers["Allow"] == allowed  # sorted, the same in every worker
 
 
 def test_an_unreadable_repository_is_store_unavailable_not_an_empty_list(released_repo: LibraryRepo) -> None:

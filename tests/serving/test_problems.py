@@ -7,6 +7,7 @@ from typing import NoReturn
 
 import pytest
 from flask import Flask
+from werkzeug.exceptions import MethodNotAllowed
 
 from registry.errors import InvalidInputs, ReleaseNotFound
 from registry.models import Issue
@@ -25,6 +26,12 @@ def app() -> Flask:
     @application.get("/inputs")
     def inputs() -> NoReturn:
         raise InvalidInputs("2 problems", [Issue("missing required input 'q'", "/q"), Issue("bad \ud800", "/x")])
+
+    @application.get("/unordered")
+    def unordered() -> NoReturn:
+        # Werkzeug lists a route's methods from a set, in an order that
+        # depends on the process's hash seed; this is one such order.
+        raise MethodNotAllowed(valid_methods=["POST", "OPTIONS", "GET", "HEAD"])
 
     @application.get("/boom")
     def boom() -> NoReturn:
@@ -69,3 +76,9 @@ def test_werkzeug_errors_are_problems_too(app: Flask) -> None:
     response = app.test_client().post("/release")
     assert response.get_json(force=True)["type"] == "/problems/method-not-allowed"
     assert "GET" in response.headers["Allow"]
+
+
+def test_allow_lists_the_methods_sorted_whatever_order_werkzeug_gives(app: Flask) -> None:
+    response = app.test_client().get("/unordered")
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET, HEAD, OPTIONS, POST"
