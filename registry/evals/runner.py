@@ -13,6 +13,10 @@ an outage, a request missing from a replay file) is ``error``, with every
 assertion; so is a judge assertion whose judge broke or answered no usable
 verdict. Neither is ever counted as a pass or a failure.
 
+Each run has a label, ``<side>:<agent>:<case id>#<repeat>``, set as the
+``exchange_label`` of its task: what its model calls (and its judges') are
+recorded, replayed and cached under.
+
 Each run's trace gets an id (``registry.eval.trace_id`` on its root span),
 written with the run's result, and the trace itself to ``trace_dir/<id>.json``
 when one is given.
@@ -24,7 +28,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,14 +56,11 @@ from registry.evals.results import (
 from registry.evals.sides import Side
 from registry.executor import Executor, RunResult
 from registry.models import shorten
+from registry.providers.recording import exchange_label
 
 DEFAULT_CONCURRENCY = 8
 _IMPLICIT: tuple[Assertion, ...] = (OutcomeIs("completed"),)
 """What a case with no assertions is held to: that its run completes."""
-
-Labeller = Callable[[str], None]
-"""Called in each run's task with its label (``RunRecord.label``), before the
-run starts: where the runner tells a recording model which case it is in."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,6 @@ class RunOptions:
     tolerance: float = 0.0
     trace_dir: Path | None = None
     limits: EvalLimits = EvalLimits()
-    label: Labeller | None = None
 
 
 @dataclass
@@ -138,8 +138,13 @@ class EvalRunner:
         started = time.monotonic()
         filled: list[tuple[Planned, _SideRun | None, _SideRun]] = []
         for item in planned:
-            before = await self._side(base, item) if base is not None else None
             after = await self._side(head, item)
+            before = None
+            if base is not None:
+                # An eval file of which nothing could run on head (its agent is
+                # invalid there) is not run on base either: nothing to compare.
+                nothing = after.problem is not None and not after.slots
+                before = _SideRun(base, item) if nothing else await self._side(base, item)
             filled.append((item, before, after))
         await self._drain()
         datasets = tuple(_dataset(item, before, after) for item, before, after in filled)
@@ -230,8 +235,9 @@ class EvalRunner:
     async def _run_case(
         self, filling: _SideRun, agent: Agent, case: EvalCase, slot: _Slot, number: int, label: str
     ) -> None:
-        if self.options.label is not None:
-            self.options.label(label)  # this task's context: its calls, and its judges', carry it
+        # Set in this run's own task: its model calls, and its judges', are
+        # recorded and replayed under it (--record, --replay, --cache).
+        exchange_label.set(label)
         history = [turn.as_dict() for turn in case.history]
         result = await self.executor.arun(agent, case.inputs, history=history)
         run = CaseRun.of(result, error=broke(result))

@@ -101,7 +101,8 @@ def _dataset_lines(dataset: DatasetResult, paint: Painter) -> Iterator[str]:
 
 
 def _short(digest: str | None) -> str:
-    return digest[:12] if digest else "none"
+    """``sha256:1a2b...`` as its first 12 hex digits."""
+    return digest.rpartition(":")[2][:12] if digest else "none"
 
 
 def _digests(dataset: DatasetResult) -> str:
