@@ -36,9 +36,23 @@ The modules, by concern:
   its runs' ``RunRecord`` (output, outcome, calls, tokens, latency, trace
   id) and their ``AssertionOutcome`` (with a judge's ``JudgeOutcome``);
   ``SideSummary`` works out pass rates, tokens and judge scores from them.
+- ``sides``: ``open_side`` resolves a ref once (a release, range, channel,
+  or ``worktree``) into a ``Side``: its ``ReleasePin``, its agents as the
+  executor runs them (``runnable.agent_at``), and its eval files
+  (``Datasets``: from git, streamed, or from disk) with their blob ids.
+- ``plan``: which eval files run (``plan`` gives a ``Planned`` each): those
+  of the agents named, or all of head's, or those that changed (``--changed``).
+- ``runner``: ``EvalRunner(executor, RunOptions).run(head, base, planned)``
+  gives the ``EvalRun``: cases streamed, at most ``concurrency`` in flight,
+  each run labelled for recording and replay, judges of the same side,
+  outages as ``error``; ``gate`` says what ``--fail-on`` makes of it.
+- ``reports``: the run as text for people (``reports.text``) or JSON, one
+  function a format in ``reports.RENDERERS``.
 
-Nothing here imports the executor at run time (reading an eval file for
-lint stays light); ``CaseRun.of`` only reads the ``RunResult`` it is given.
+Reading an eval file (what lint does) imports no executor: only ``runner``
+imports it, and this package's own imports leave ``runner``, ``sides`` and
+``plan`` out (import them by module); ``CaseRun.of`` only reads the
+``RunResult`` it is given.
 
 May import: errors, models, settings, format, rendering, store, the
 service (``registry.serving.service``, for releases), executor, client and

@@ -5,6 +5,7 @@ same release, what cannot be judged as ``error``, --changed, --limit."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,14 @@ def test_the_text_and_json_reports_say_what_changed_and_why_the_gate_failed(
     assert "      head: failed: matches /^billing$/: the output does not match /^billing$/: 'general'\n" in text
     assert text.endswith("  support/triage.yml: the pass rate fell from 100% to 50%, more than the tolerance of 0%\n")
     assert '"change": "regressed"' in render_json(result)
+
+
+def test_each_trace_is_written_under_its_id_with_the_run_label(
+    service: RegistryService, library: LibraryRepo, tmp_path: Path
+) -> None:
+    result, _ = evaluate(service, library, base=None, agents=("support/greeter",), trace_dir=tmp_path)
+    run = dataset(result, "support/greeter.yml").cases[0].head.runs[0]  # type: ignore[union-attr]
+    trace = json.loads((tmp_path / f"{run.trace_id}.json").read_text(encoding="utf-8"))
+    assert trace["attributes"]["registry.eval.trace_id"] == run.trace_id
+    assert trace["attributes"]["registry.eval.label"] == "head:support/greeter:hello#1"
+    assert trace["attributes"]["registry.release.tag"] == "v1.1.0"

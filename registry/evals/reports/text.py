@@ -17,7 +17,6 @@ from registry.evals.results import (
     CaseComparison,
     CaseResult,
     DatasetResult,
-    DatasetSide,
     EvalRun,
     ReleasePin,
     SideSummary,
@@ -106,15 +105,21 @@ def _short(digest: str | None) -> str:
 
 
 def _digests(dataset: DatasetResult) -> str:
-    def one(side: DatasetSide | None) -> str:
-        if side is None:
-            return "-"
-        judges = ", ".join(f"{judge.agent} {_short(judge.digest)}" for judge in side.judges)
-        return _short(side.digest) + (f" (judges: {judges})" if judges else "")
+    """The agent's digest on each side, and each judge's: ``a → b`` when they differ."""
+    base, head = dataset.base, dataset.head
+    parts = [f"digest {_change(base.digest if base is not None else None, head.digest, two=base is not None)}"]
+    judges = {pin.agent: [None, pin.digest] for pin in head.judges}
+    for pin in base.judges if base is not None else ():
+        judges.setdefault(pin.agent, [None, None])[0] = pin.digest
+    for agent, (before, after) in sorted(judges.items()):
+        parts.append(f"judge {agent} {_change(before, after, two=base is not None)}")
+    return " · ".join(parts)
 
-    if dataset.base is None:
-        return f"digest {one(dataset.head)}"
-    return f"digest {one(dataset.base)} → {one(dataset.head)}"
+
+def _change(before: str | None, after: str | None, *, two: bool) -> str:
+    if not two:
+        return _short(after)
+    return f"{_short(after)} (unchanged)" if before == after else f"{_short(before)} → {_short(after)}"
 
 
 def _counts_line(base: SideSummary | None, head: SideSummary, dataset: DatasetResult) -> str:
