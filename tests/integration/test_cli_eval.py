@@ -170,6 +170,21 @@ def test_a_recorded_run_replays_with_no_model_and_a_request_not_recorded_names_i
     assert "'head:support/triage:refund#1'" in edited.stdout
 
 
+def test_a_second_run_with_the_same_cache_asks_the_model_nothing(library: LibraryRepo, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    with ScriptedModelServer(server_script(), tmp_path) as server:
+        first = eval_command(
+            library, "support/faq", "--base", "v1.0.0", "--model", server.base_url, "--cache", str(cache)
+        )
+        asked = len(server.requests())
+        second = eval_command(
+            library, "support/faq", "--base", "v1.0.0", "--model", server.base_url, "--cache", str(cache)
+        )
+        assert len(server.requests()) == asked == 3  # hours on both sides, phone on head
+    assert first.returncode == second.returncode == 0
+    assert untimed(second.stdout) == untimed(first.stdout)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -180,15 +195,13 @@ def test_a_recorded_run_replays_with_no_model_and_a_request_not_recorded_names_i
         (("--base", "v9"), "--base v9: no release matches 'v9'"),
         (("--concurrency", "0"), "--concurrency must be from 1 to 256"),
         (("--tolerance", "5"), "--tolerance is a fall in pass rate from 0 to 1"),
+        (("--replay", "missing.yml"), "replay file missing.yml does not exist"),
         (("support",), "'support' is not an agent: name one as usecase/name"),
     ],
 )
 def test_usage_and_configuration_errors_exit_2_in_one_line(
     library: LibraryRepo, script: Path, args: tuple[str, ...], message: str
 ) -> None:
-    result = (
-        eval_command(library, *args)
-        if "--model" in args
-        else eval_command(library, *args, "--model", f"scripted:{script}")
-    )
+    model = () if "--model" in args or "--replay" in args else ("--model", f"scripted:{script}")
+    result = eval_command(library, *args, *model)
     assert message in one_line_error(result)
