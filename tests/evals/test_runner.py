@@ -234,3 +234,50 @@ def test_each_trace_is_written_under_its_id_with_the_run_label(
     assert trace["attributes"]["registry.eval.trace_id"] == run.trace_id
     assert trace["attributes"]["registry.eval.label"] == "head:support/greeter:hello#1"
     assert trace["attributes"]["registry.release.tag"] == "v1.1.0"
+
+
+GATED = """\
+name: Gated
+inputs: {type: object, required: [question], properties: {question: {type: string}}}
+pattern:
+  kind: chain
+  steps:
+    - {id: draft, agent: support/draft, inputs: {question: "{{ inputs.question }}"}}
+    - {id: gate, agent: support/gate, inputs: {reply: "{{ steps.draft.output }}"}, gate: {on_block: "Sorry."}}
+"""
+GATED_CASES = """\
+cases:
+  - id: refund
+    inputs: {question: "Can I get a refund?"}
+    expect: [{outcome: completed}, {contains: Refund}, {max_llm_calls: 2}]
+"""
+GATED_REPLIES = [
+    *REPLIES,
+    {"when": "^Draft", "content": "Refund issued."},
+    {"when": "^Check:", "content": '{"allow": true}'},
+]
+
+
+def test_a_composite_is_evaluated_like_a_leaf_and_picked_when_an_agent_it_runs_changed(
+    service: RegistryService, library: LibraryRepo
+) -> None:
+    draft = 'name: Draft\nmodel: {name: gpt-test}\nprompt_templates: {user: "Draft: {{ question }}"}\n'
+    library.write("support/draft.yml", draft)
+    library.write(
+        "support/gate.yml",
+        'name: Gate\nmodel: {name: gpt-test}\nprompt_templates: {user: "Check: {{ reply }}"}\n'
+        "output_parser: {type: json, output_schema: {type: object, required: [allow], properties: {allow: {type: boolean}}}}\n",
+    )
+    library.write("support/gated.yml", GATED)
+    library.write(f"{EVALS}/support/gated.yml", GATED_CASES, under_agents=False)
+    library.commit("a gated chain")
+    library.tag("v1.2.0")
+    library.write("support/draft.yml", draft.replace("Draft: ", "Draft an answer: "))
+    result, _ = evaluate(service, library, head="worktree", base="v1.2.0", replies=GATED_REPLIES, changed=True)
+    assert [(found.dataset, found.selected) for found in result.datasets] == [
+        ("support/gated.yml", ("definition changed",))
+    ]
+    gated = dataset(result, "support/gated.yml")
+    run = gated.cases[0].head.runs[0]  # type: ignore[union-attr]
+    assert (run.status, run.outcome, run.llm_calls, run.output) == ("passed", "completed", 2, "Refund issued.")
+    assert gated.cases[0].change == "unchanged" and result.gate.passed
