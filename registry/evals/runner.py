@@ -28,9 +28,10 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from registry.client import Agent
 from registry.errors import ConfigurationError, summarize
@@ -206,16 +207,23 @@ class EvalRunner:
             label = f"{filling.side.name}:{filling.planned.agent}:{entry.id}#{number}"
             await self._start(self._run_case(filling, agent, entry, slot, number, label))
 
-    async def _start(self, work: Awaitable[None]) -> None:
-        """Run ``work`` in a task of its own once a slot is free."""
+    async def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in a task of its own once a slot is free; stop at the
+        first run that raised (a binding that cannot be made stops them all)."""
+        try:
+            await self._slots.acquire()
+        except BaseException:
+            work.close()  # never started: closed, rather than left to be warned about
+            raise
         if self._fatal is not None:
+            self._slots.release()
+            work.close()
             raise self._fatal
-        await self._slots.acquire()
         task = asyncio.ensure_future(self._in_slot(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _in_slot(self, work: Awaitable[None]) -> None:
+    async def _in_slot(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             await work
         except Exception as exc:  # a binding that cannot be made: no run can go on

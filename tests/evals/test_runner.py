@@ -19,6 +19,7 @@ from registry.evals.reports import render_json, render_text
 from registry.evals.runner import EvalRunner, RunOptions
 from registry.evals.sides import open_side
 from registry.executor import Executor, ScriptedModel
+from registry.executor.mcp_tools import McpTools
 from registry.serving.service import RegistryService
 from registry.serving.wiring import open_service
 from registry.settings import Settings
@@ -281,3 +282,18 @@ def test_a_composite_is_evaluated_like_a_leaf_and_picked_when_an_agent_it_runs_c
     run = gated.cases[0].head.runs[0]  # type: ignore[union-attr]
     assert (run.status, run.outcome, run.llm_calls, run.output) == ("passed", "completed", 2, "Refund issued.")
     assert gated.cases[0].change == "unchanged" and result.gate.passed
+
+
+def test_a_binding_that_cannot_be_made_stops_the_evaluation_with_its_error(
+    service: RegistryService, library: LibraryRepo
+) -> None:
+    head = open_side("head", "v1.1.0", service, directory=library.path)
+    planned = plan(head, None)
+
+    async def run() -> EvalRun:
+        model = ScriptedModel.from_replies([{**reply, "repeat": True} for reply in REPLIES], source="the test")
+        async with Executor(model=model, tools=[McpTools("broken", "/nonexistent/command")]) as executor:
+            return await EvalRunner(executor, RunOptions(concurrency=1)).run(head, None, planned)
+
+    with pytest.raises(ConfigurationError, match="--mcp broken: cannot run '/nonexistent/command'"):
+        asyncio.run(run())
