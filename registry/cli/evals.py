@@ -48,7 +48,7 @@ MAX_CONCURRENCY = 256
 def register(commands: Commands) -> None:
     evaluate = commands.add_parser(
         "eval",
-        help="run the library's eval files on two releases and compare them",
+        help="run eval cases on two releases, compare, gate",
         description="Run the cases of the library's eval files (ai_gateway/evals/<usecase>/<name>.yml) on"
         " --head and, with --base, on base too, each side resolved once and pinned; compare them case by case"
         " and gate on --fail-on. A REF is a release, range or channel, or 'worktree' (the files on disk,"
