@@ -23,7 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from registry.cli.run import add_run_options, build_executor, model_from
+from registry.cli.run import add_run_options, build_executor, check_timeouts, model_from
 from registry.cli.sources import add_source_options, command_settings, service_opener
 from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, InvalidRequest
@@ -109,6 +109,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     """The runner's options, each checked (``ConfigurationError`` naming the option)."""
     from registry.evals.runner import RunOptions
 
+    check_timeouts(args)
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
         raise ConfigurationError(f"--concurrency must be from 1 to {MAX_CONCURRENCY}")
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:

@@ -232,10 +232,10 @@ def build_executor(
     warn_unused_model_map: bool = False,
 ) -> Executor:
     """An executor with the tools, retrievers and model names of
-    ``add_run_options``; ``stack`` closes the retrievers."""
+    ``add_run_options`` (their timeouts checked by ``check_timeouts``);
+    ``stack`` closes the retrievers."""
     from registry.executor import Executor
 
-    check_timeouts(args)
     found_retrievers = retrievers(args)
     for retriever in found_retrievers.values():
         stack.callback(retriever.close)  # type: ignore[attr-defined]
