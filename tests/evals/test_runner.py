@@ -138,6 +138,20 @@ def test_a_judge_that_answers_garbage_makes_the_assertion_an_error_never_a_pass(
     assert dataset(result, "support/triage.yml").summary("head").judge_scores == ()
 
 
+def test_a_judge_outage_makes_the_judge_assertion_an_error(service: RegistryService, library: LibraryRepo) -> None:
+    outage: dict[str, Any] = {"when": "^Judge:", "error": {"status": 500, "message": "judge down"}}
+    result, _ = evaluate(
+        service, library, head="v1.0.0", base=None, replies=[outage, *REPLIES], agents=("support/triage",)
+    )
+    refund = dataset(result, "support/triage.yml").cases[0].head
+    assert refund is not None and refund.status == "error"
+    verdict = refund.runs[0].assertions[1]
+    assert verdict.status == "error" and verdict.reason.startswith(
+        "the judge broke: the model call for evals/helpfulness failed"
+    )
+    assert refund.runs[0].assertions[0].status == "passed"
+
+
 def test_a_model_outage_makes_cases_errors_and_stops_the_gate(service: RegistryService, library: LibraryRepo) -> None:
     outage: dict[str, Any] = {"when": "log in", "error": {"status": 503, "message": "overloaded"}}
     replies = [outage, *REPLIES]

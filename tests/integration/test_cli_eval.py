@@ -124,7 +124,7 @@ def test_no_more_cases_than_the_concurrency_are_in_flight(library: LibraryRepo, 
         in_flight += 1 if "body" in entry else -1
         most = max(most, in_flight)
     assert sum("body" in entry for entry in entries) == 12
-    assert most == 3
+    assert 1 < most <= 3  # the bound holds, and cases did run side by side
 
 
 def test_an_invalid_definition_in_the_working_tree_is_named_and_nothing_runs_for_it(
