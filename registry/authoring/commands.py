@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry.authoring.colour import diff_lines, paint
-from registry.authoring.lint import find_agents_root, open_worktree_catalog
+from registry.authoring.lint import find_agents_root
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
 from registry.format.definition import SCHEMA_FILE, CompiledAgent, check_agent_name
 from registry.format.diff import Bump, LibraryDiff, classify, diff_catalogs
@@ -33,6 +33,7 @@ from registry.format.versions import parse_version
 from registry.models import WORKTREE_TAG, Issue, Release, location, plural
 from registry.settings import DEFAULT_ROOT
 from registry.store.releases import ReleaseIndex
+from registry.store.worktree import open_worktree_catalog
 
 if TYPE_CHECKING:
     from registry.serving.service import RegistryService

@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any
 import re2
 
 from registry.authoring.colour import diff_lines, paint
-from registry.authoring.lint import find_agents_root, open_worktree_catalog
+from registry.authoring.lint import find_agents_root
 from registry.client import Agent
 from registry.errors import ConfigurationError, InvalidDefinition, RegistryError
+from registry.evals.runnable import agent_at
 from registry.format.loading import DEFINITION_SUFFIX, LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.models import Issue, Prompt, Release, Resolution, location, plural
 from registry.rendering import RenderLimits
+from registry.store.worktree import open_worktree_catalog
 
 if TYPE_CHECKING:
     from registry.executor import Executor, RunResult
@@ -157,30 +159,7 @@ def runnable(catalog: ReleaseCatalog, loaded: LoadedAgent) -> Agent:
     """The agent as the executor takes it (the client's ``Agent``), with a
     composite's every agent, loaded from the working tree."""
     release = Release(tag=WORKTREE, version=None, commit=catalog.commit)
-    resolution = Resolution(requested=WORKTREE, release=release, channel=None, immutable=False)
-
-    def agent(item: LoadedAgent, members: dict[str, Agent]) -> Agent:
-        return Agent(
-            usecase=item.usecase,
-            name=item.name,
-            path=item.path,
-            release=resolution,
-            digest=item.digest,
-            definition=item.definition,
-            partials=item.partials,
-            source="local",
-            graph=item.graph,
-            agents=members,
-        )
-
-    members: dict[str, Agent] = {}
-    for node in (loaded.graph or {}).get("nodes", []):
-        reference = str(node["agent"])
-        usecase, name = reference.split("/")
-        member = catalog.load(usecase, name)
-        if isinstance(member, LoadedAgent) and reference != f"{loaded.usecase}/{loaded.name}":
-            members[reference] = agent(member, {})
-    return agent(loaded, members)
+    return agent_at(catalog, Resolution(requested=WORKTREE, release=release, channel=None, immutable=False), loaded)
 
 
 def check_run(agent: Agent, example: dict[str, Any], source: str) -> list[str]:

@@ -37,7 +37,7 @@ from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.rendering import referenced_templates
 from registry.settings import DEFAULT_ROOT
-from registry.store.worktree import WorktreeStore
+from registry.store.worktree import open_worktree_catalog
 
 
 def find_agents_root(path: Path, root: str | None) -> str:
@@ -139,13 +139,6 @@ class _Outcome:
     reaches_any: bool = False
     """An include is computed, or could not be read: any partial may be reached."""
     cycles: tuple[IncludeCycle, ...] = ()
-
-
-def open_worktree_catalog(base: Path, agents_root: str, limits: YamlLimits) -> ReleaseCatalog:
-    """The catalog of a working tree, as the registry would serve it."""
-    store = WorktreeStore(base, root=agents_root)
-    tree = store.tree(store.releases().releases[0])
-    return ReleaseCatalog(tree, root=agents_root, yaml_limits=limits)
 
 
 def _check_all(

@@ -1,7 +1,7 @@
 """What a command group gives the command line.
 
 Each group module (``serve``, ``library``, ``authoring``, ``run``,
-``agents``, ``index``) has a ``register(commands)`` that adds its
+``evals``, ``agents``, ``index``) has a ``register(commands)`` that adds its
 subcommands to the top-level parser, each declared beside its options and
 given its handler with ``set_defaults(handler=...)``. ``main`` parses the
 arguments and calls ``args.handler(args, stack)``: the handler returns the

@@ -30,14 +30,14 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 
-from registry.cli import agents, authoring, index, releases, run, serve
+from registry.cli import agents, authoring, evals, index, releases, run, serve
 from registry.cli.command import Handler
 from registry.cli.logs import configure_logging
 from registry.errors import ConfigurationError, NotFound, RegistryError
-from registry.models import location
+from registry.models import close_matches, did_you_mean, location
 
 # In the order `prompt-registry --help` lists their commands.
-GROUPS = (serve, releases, authoring, run, agents, index)
+GROUPS = (serve, releases, authoring, run, evals, agents, index)
 
 _INTERNAL_ERROR = 3
 _INTERRUPTED = 130
@@ -45,7 +45,7 @@ _OUTPUT_CLOSED = 141
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="prompt-registry",
         description="A git-native, release-pinned registry of agent prompt definitions."
         " Every option falls back to its environment variable (REGISTRY_REPO, ...).",
@@ -55,6 +55,30 @@ def _parser() -> argparse.ArgumentParser:
     for group in GROUPS:
         group.register(commands)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an option no command takes is refused by that
+    command's parser, with a "did you mean" among its own options."""
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, unknown = self.parse_known_args(args)
+        if unknown:
+            command = self._subcommand(parsed)
+            message = f"unrecognized arguments: {' '.join(unknown)}"
+            option = next((word.split("=", 1)[0] for word in unknown if word.startswith("--")), None)
+            if command is not None and option is not None:
+                known = [name for action in command._actions for name in action.option_strings]
+                hint = did_you_mean(close_matches(option, known))
+                message += f"; {hint}" if hint else ""
+            (command or self).error(message)
+        return parsed
+
+    def _subcommand(self, parsed: argparse.Namespace) -> argparse.ArgumentParser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, "command", None) or "")
+        return None
 
 
 def _version() -> str:

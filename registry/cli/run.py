@@ -216,32 +216,53 @@ def model_map(pairs: Sequence[str]) -> dict[str, str]:
     return mapped
 
 
-def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Callable[[], Settings]) -> int:
-    """Run one agent and print its outcome; the exit code follows the outcome."""
-    from registry.executor import Executor
-
+def check_timeouts(args: argparse.Namespace) -> None:
+    """``--timeout`` and ``--tool-timeout`` (of ``add_run_options``) are in range."""
     for name, value in (("--timeout", args.timeout), ("--tool-timeout", args.tool_timeout)):
         if value is not None and not 0 < value <= 86400:
             raise ConfigurationError(f"{name} must be more than 0 and at most 86400 seconds")
-    _check_stream_format(args)
-    inputs = dict(parse_inputs(args.input, args.inputs_file))
-    history = _history(args.history) if args.history else []
-    client = stack.enter_context(registry_client(args, local_settings))
+
+
+def build_executor(
+    args: argparse.Namespace,
+    stack: ExitStack,
+    *,
+    model: ChatModel,
+    registry: RegistryClient | None = None,
+    warn_unused_model_map: bool = False,
+) -> Executor:
+    """An executor with the tools, retrievers and model names of
+    ``add_run_options`` (their timeouts checked by ``check_timeouts``);
+    ``stack`` closes the retrievers."""
+    from registry.executor import Executor
+
     found_retrievers = retrievers(args)
     for retriever in found_retrievers.values():
         stack.callback(retriever.close)  # type: ignore[attr-defined]
-    executor = Executor(
-        model=model_from(args, os.environ),
-        registry=client,
+    return Executor(
+        model=model,
+        registry=registry,
         tools=tool_providers(args),
         retrievers=found_retrievers,
         model_name=args.model_name,
         model_map=model_map(args.model_map),
         tool_timeout=args.tool_timeout,
         run_timeout=args.timeout,
-        # One run: a map its agents do not use is a mistake worth a line. A
-        # service (agents serve) runs many agents and does not judge so.
-        warn_unused_model_map=True,
+        warn_unused_model_map=warn_unused_model_map,
+    )
+
+
+def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Callable[[], Settings]) -> int:
+    """Run one agent and print its outcome; the exit code follows the outcome."""
+    check_timeouts(args)
+    _check_stream_format(args)
+    inputs = dict(parse_inputs(args.input, args.inputs_file))
+    history = _history(args.history) if args.history else []
+    client = stack.enter_context(registry_client(args, local_settings))
+    # One run: a map its agents do not use is a mistake worth a line. A
+    # service (agents serve) runs many agents and does not judge so.
+    executor = build_executor(
+        args, stack, model=model_from(args, os.environ), registry=client, warn_unused_model_map=True
     )
     printed = False
     if args.stream:

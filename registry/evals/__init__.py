@@ -1,5 +1,5 @@
 """Evaluations: datasets of cases in the library, the assertions on a run of
-each, and (to come) the runner that compares two releases and its reports.
+each, the runner that compares two releases on them, and its reports.
 
 An eval file, ``<evals root>/<usecase>/<name>.yml`` beside the agents root
 (``ai_gateway/evals`` for ``ai_gateway/agents``), holds cases for the agent
@@ -27,9 +27,32 @@ The modules, by concern:
 - ``judge``: what makes an agent a judge (``judge_problems``), the
   ``JudgeRequest`` a runner sends it, and ``judged``, its reply read into an
   ``AssertionResult`` (a garbage verdict is ``error``).
+- ``results``: what an evaluation found, as typed frozen values that every
+  report reads, each with ``as_json()``: ``EvalRun`` (both sides'
+  ``ReleasePin``, ``RunSettings``, the ``Gate``) holds a ``DatasetResult``
+  per eval file (each side's ``DatasetSide``: digest, eval file, judges'
+  ``JudgePin``, or why nothing ran), a ``CaseComparison`` per case id (its
+  ``Change``: ``regressed``, ``fixed``, ...), each side's ``CaseResult``,
+  its runs' ``RunRecord`` (output, outcome, calls, tokens, latency, trace
+  id) and their ``AssertionOutcome`` (with a judge's ``JudgeOutcome``);
+  ``SideSummary`` works out pass rates, tokens and judge scores from them.
+- ``sides``: ``open_side`` resolves a ref once (a release, range, channel,
+  or ``worktree``) into a ``Side``: its ``ReleasePin``, its agents as the
+  executor runs them (``runnable.agent_at``), and its eval files
+  (``Datasets``: from git, streamed, or from disk) with their blob ids.
+- ``plan``: which eval files run (``plan`` gives a ``Planned`` each): those
+  of the agents named, or all of head's, or those that changed (``--changed``).
+- ``runner``: ``EvalRunner(executor, RunOptions).run(head, base, planned)``
+  gives the ``EvalRun``: cases streamed, at most ``concurrency`` in flight,
+  each run labelled for recording and replay, judges of the same side,
+  outages as ``error``; ``gate`` says what ``--fail-on`` makes of it.
+- ``reports``: the run as text for people (``reports.text``) or JSON, one
+  function a format in ``reports.RENDERERS``.
 
-Nothing here imports the executor at run time (reading an eval file for
-lint stays light); ``CaseRun.of`` only reads the ``RunResult`` it is given.
+Reading an eval file (what lint does) imports no executor: only ``runner``
+imports it, and this package's own imports leave ``runner``, ``sides`` and
+``plan`` out (import them by module); ``CaseRun.of`` only reads the
+``RunResult`` it is given.
 
 May import: errors, models, settings, format, rendering, store, the
 service (``registry.serving.service``, for releases), executor, client and
@@ -71,24 +94,53 @@ from registry.evals.dataset import (
 )
 from registry.evals.judge import JUDGE_INPUTS, JudgeRequest, before_judging, judge_problems, judge_request, judged
 from registry.evals.reading import EvalFile, EvalLimits, open_eval_file
+from registry.evals.results import (
+    AssertionOutcome,
+    CaseComparison,
+    CaseResult,
+    Change,
+    DatasetResult,
+    DatasetSide,
+    EvalRun,
+    FailOn,
+    Gate,
+    JudgeOutcome,
+    JudgePin,
+    ReleasePin,
+    RunRecord,
+    RunSettings,
+    SideName,
+    SideSummary,
+)
 
 __all__ = [
     "ASSERTION_KINDS",
     "JUDGE_INPUTS",
     "OUTCOMES",
     "Assertion",
+    "AssertionOutcome",
     "AssertionResult",
+    "CaseComparison",
+    "CaseResult",
     "CaseRun",
+    "Change",
     "Contains",
+    "DatasetResult",
+    "DatasetSide",
     "Defaults",
     "Equals",
     "EvalCase",
     "EvalFile",
     "EvalHeader",
     "EvalLimits",
+    "EvalRun",
+    "FailOn",
+    "Gate",
     "InvalidCase",
     "JsonSchema",
     "Judge",
+    "JudgeOutcome",
+    "JudgePin",
     "JudgeRequest",
     "JudgeVerdict",
     "LocalAssertion",
@@ -96,6 +148,11 @@ __all__ = [
     "NotContains",
     "OutcomeIs",
     "Regex",
+    "ReleasePin",
+    "RunRecord",
+    "RunSettings",
+    "SideName",
+    "SideSummary",
     "Status",
     "ToolCallMade",
     "ToolCalled",

@@ -191,7 +191,10 @@ class Executor:
         self.registry = registry
         self.toolbox = ToolBox(tools, timeout=tool_timeout, max_output=max_tool_output)
         self.retrievers = dict(retrievers or {})
-        fallback = "scripted" if isinstance(model, ScriptedModel) else None
+        scripted = model  # a recording or a cache of a scripted model (their inner) is scripted too
+        while not isinstance(scripted, ScriptedModel) and hasattr(scripted, "inner"):
+            scripted = scripted.inner
+        fallback = "scripted" if isinstance(scripted, ScriptedModel) else None
         self.names = ModelNames(model_name, dict(model_map or {}), fallback)
         self.run_timeout = run_timeout
         self.tracer_provider = tracer_provider

@@ -4,6 +4,8 @@ Nothing here checks out, writes, or runs a command per read: GitPython keeps
 one long-lived ``git cat-file --batch`` process (``GitCmdObjectDB``) and every
 read goes through it. That process serves one request at a time, so reads
 are serialised by a lock; everything read is immutable and cached above.
+The one exception is a file streamed rather than read whole (an eval
+dataset, ``GitTree.open``): it gets a ``git cat-file`` process of its own.
 
 Revisions are never taken from requests: a release is resolved to a commit id
 by our own tag listing, and objects are then read by id.
@@ -18,12 +20,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
+from typing import IO
 
 import git
 from cachetools import LRUCache
-from gitdb.util import hex_to_bin
+from gitdb.util import bin_to_hex, hex_to_bin
 
 from registry.errors import ReleaseNotFound, StoreError
 from registry.format.versions import parse_version, release_for_tag
@@ -88,6 +91,14 @@ class GitTree:
 
     def read(self, path: str) -> bytes:
         return self._store.read_blob(self._entry(path).binsha)
+
+    def object_id(self, path: str) -> str:
+        """The git blob id of the file at ``path``: equal ids, equal content."""
+        return str(bin_to_hex(self._entry(path).binsha).decode())
+
+    def open(self, path: str) -> AbstractContextManager[IO[bytes]]:
+        """The file at ``path`` as a stream, for files too large to hold (a dataset)."""
+        return self._store.open_blob(self._entry(path).binsha)
 
     def _entry(self, path: str) -> _Entry:
         entry = self._found.get(path)
@@ -248,19 +259,22 @@ class GitStore:
         except (ValueError, git.GitError, OSError) as exc:
             raise StoreError("cannot read the channels file") from exc
 
-    def tree(self, release: Release) -> GitTree:
-        """The agents root at the release's commit (cached: commits never change)."""
+    def tree(self, release: Release, *, root: str | None = None) -> GitTree:
+        """The agents root at the release's commit, or the folder ``root`` of
+        that commit (the evals root beside it); cached: commits never change."""
+        folder = self.root if root is None else root
+        key = release.commit if root is None else f"{release.commit}:{folder}"
         with self._lock:
-            cached = self._trees.get(release.commit)
+            cached = self._trees.get(key)
             if cached is not None:
                 return cached
             try:
                 commit = git.Commit(self._repo, hex_to_bin(release.commit))
-                root = self._root_tree(commit)
+                found = self._root_tree(commit, folder)
             except (ValueError, git.GitError, OSError) as exc:
                 raise StoreError(f"cannot read commit {release.commit} of release {release.tag}") from exc
-            tree = GitTree(self, release.commit, root)
-            self._trees[release.commit] = tree
+            tree = GitTree(self, release.commit, found)
+            self._trees[key] = tree
             return tree
 
     @contextmanager
@@ -405,10 +419,10 @@ class GitStore:
             raise StoreError("cannot list the repository's tags")
         return done.stdout
 
-    def _root_tree(self, commit: git.Commit) -> git.Tree | None:
-        """The agents root of a commit, or None when it has none."""
+    def _root_tree(self, commit: git.Commit, folder: str) -> git.Tree | None:
+        """The folder of a commit (the agents root), or None when it has none."""
         try:
-            root_tree = commit.tree / self.root if self.root else commit.tree
+            root_tree = commit.tree / folder if folder else commit.tree
         except KeyError:
             return None
         return root_tree if root_tree.type == "tree" else None
@@ -451,6 +465,25 @@ class GitStore:
                 return int(self._repo.odb.info(binsha).size)
             except (ValueError, git.GitError, OSError) as exc:
                 raise StoreError("cannot read an object from the repository") from exc
+
+    @contextmanager
+    def open_blob(self, binsha: bytes) -> Iterator[IO[bytes]]:
+        """The content of a blob as a stream, read from a ``git cat-file``
+        process of its own: the shared one serves a read at a time, and a
+        large file read slowly must not hold every other read up."""
+        command = ["git", f"--git-dir={self._repo.git_dir}", "cat-file", "blob", bin_to_hex(binsha).decode()]
+        try:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError as exc:
+            raise StoreError("cannot read an object from the repository") from exc
+        assert process.stdout is not None
+        try:
+            yield process.stdout
+        finally:
+            process.stdout.close()
+            if process.poll() is None:  # the reader stopped early (--limit): the rest is not wanted
+                process.kill()
+            process.wait()
 
     def read_blob(self, binsha: bytes) -> bytes:
         """The content of a blob, by object id."""

@@ -19,6 +19,8 @@ from pathlib import Path
 from cachetools import LRUCache
 
 from registry.errors import StoreError
+from registry.format.loading import ReleaseCatalog
+from registry.format.safeyaml import YamlLimits
 from registry.models import WORKTREE_TAG, Release
 from registry.store.channels import ChannelTable
 from registry.store.releases import ReleaseIndex
@@ -137,3 +139,10 @@ class WorktreeStore:
             digest.update(content if isinstance(content, bytes) else f"size:{content}".encode())
             digest.update(b"\0")
         return WorktreeTree(digest.hexdigest(), files)
+
+
+def open_worktree_catalog(base: Path, agents_root: str, limits: YamlLimits) -> ReleaseCatalog:
+    """The catalog of a working tree, as the registry would serve it."""
+    store = WorktreeStore(base, root=agents_root)
+    tree = store.tree(store.releases().releases[0])
+    return ReleaseCatalog(tree, root=agents_root, yaml_limits=limits)

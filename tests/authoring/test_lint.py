@@ -10,13 +10,14 @@ from xml.etree import ElementTree
 
 import pytest
 
-from registry.authoring.lint import lint, open_worktree_catalog
+from registry.authoring.lint import lint
 from registry.authoring.lintformat import as_codequality, as_json, as_junit, as_text
 from registry.authoring.lintreport import RULES, LintReport
 from registry.errors import RenderError
 from registry.format.loading import LoadedAgent
 from registry.format.safeyaml import YamlLimits
 from registry.rendering import RenderLimits
+from registry.store.worktree import open_worktree_catalog
 from tests.conftest import MINIMAL
 from tests.support.lint_libraries import AGENTS, EVALS, FAILING, GOOD, chain, write_library
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from registry.authoring.lint import open_worktree_catalog
 from registry.client import RegistryClient, RetryPolicy
 from registry.errors import InvalidBundle, InvalidDefinition, NotAPrompt
 from registry.format.bundle import Bundle
@@ -20,6 +19,7 @@ from registry.format.loading import LoadedAgent, ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.rendering import RenderLimits
 from registry.settings import Settings
+from registry.store.worktree import open_worktree_catalog
 from tests.conftest import AGENTS, LibraryRepo, client_for, make_app
 from tests.support.composites import CLASSIFY, COMPOSITES, DRAFT, GATE, GATED, LEAVES, MAPPED, ROUTED, VOTED
 from tests.support.openapi_check import validate_against_openapi

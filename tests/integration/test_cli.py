@@ -434,10 +434,10 @@ def test_version_and_help_list_every_command() -> None:
     # One line of help per command in 80 columns (argparse puts the help of a
     # name as long as check-release on the line below it, unwrapped).
     names = [line.split()[0] for line in commands if line.startswith("    ") and not line.startswith("     ")]
-    assert len(names) == 14 and len(commands) == 15 and commands[names.index("check-release") + 1].startswith(" " * 17)
+    assert len(names) == 15 and len(commands) == 16 and commands[names.index("check-release") + 1].startswith(" " * 17)
     for command in ("serve", "releases", "resolve", "export", "lint", "new", "test", "diff", "check-release"):
         assert re.search(rf"^    {re.escape(command)}\s+\S", listing, re.MULTILINE), command
-    for command in ("parse", "render", "run", "index", "agents"):
+    for command in ("parse", "render", "run", "eval", "index", "agents"):
         assert re.search(rf"^    {command}\s+\S", listing, re.MULTILINE), command
 
 

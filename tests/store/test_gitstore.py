@@ -233,6 +233,23 @@ def test_reads_never_touch_the_working_tree(repo: LibraryRepo) -> None:
     assert repo.git("status", "--porcelain") == "M ai_gateway/agents/a/b.yml"
 
 
+def test_another_folder_of_a_release_is_read_with_blob_ids_and_streamed(repo: LibraryRepo) -> None:
+    repo.write("a/b.yml", MINIMAL)
+    dataset = "cases:\n" + "".join(f"  - id: c{n}\n" for n in range(20_000))
+    repo.write("ai_gateway/evals/a/b.yml", dataset, under_agents=False)
+    repo.commit()
+    repo.tag("v1.0.0")
+    store = GitStore(repo.path, root=AGENTS)
+    release = store.releases().releases[0]
+    evals = store.tree(release, root="ai_gateway/evals")
+    assert list(evals.paths()) == ["a/b.yml"] and list(store.tree(release).paths()) == ["a/b.yml"]
+    assert evals.object_id("a/b.yml") == repo.git("rev-parse", "v1.0.0:ai_gateway/evals/a/b.yml")
+    with evals.open("a/b.yml") as stream:
+        assert stream.read(16) == b"cases:\n  - id: c0"[:16]
+    with evals.open("a/b.yml") as stream:
+        assert stream.read() == dataset.encode()
+
+
 def test_a_bare_repository_is_served(repo: LibraryRepo, tmp_path) -> None:  # type: ignore[no-untyped-def]
     repo.write("a/b.yml", MINIMAL)
     repo.commit()

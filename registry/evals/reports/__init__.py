@@ -1,0 +1,34 @@
+"""Reports of an evaluation: one ``EvalRun`` (``registry.evals.results``)
+written for a reader.
+
+Each format is a function from the run to text, in ``RENDERERS``: ``text``
+for a terminal (``registry.evals.reports.text``) and ``json``, every field
+of the results (``EvalRun.as_json``). A new format is a module with such a
+function, added to the table; reports never run anything, and read nothing
+but the run.
+
+Colour is the caller's: a renderer is given a ``Painter`` that styles a
+piece of text (``bold``, ``dim``, ``added``, ``removed``, ``error``,
+``warning``), ``plain`` when the output is not a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from registry.evals.reports.text import Painter, plain, render_text
+from registry.evals.results import EvalRun
+
+Renderer = Callable[[EvalRun, Painter], str]
+
+
+def render_json(run: EvalRun, paint: Painter = plain) -> str:
+    """Everything the evaluation found, as JSON (``EvalRun.as_json``)."""
+    return json.dumps(run.as_json(), ensure_ascii=False, indent=2) + "\n"
+
+
+RENDERERS: dict[str, Renderer] = {"text": render_text, "json": render_json}
+"""The report formats, by the name ``--format`` takes."""
+
+__all__ = ["RENDERERS", "Painter", "Renderer", "plain", "render_json", "render_text"]
