@@ -33,10 +33,10 @@ from registry.evals.dataset import (
     Regex,
     ToolCalled,
 )
-from registry.evals.problems import Problems, kind_of
+from registry.evals.problems import Problems
 from registry.format.definition import NAME_PATTERN
 from registry.format.inputschema import InputsSchema, SchemaProblem
-from registry.format.safeyaml import JsonPath
+from registry.format.safeyaml import JsonPath, kind_of
 from registry.models import close_matches, did_you_mean, json_pointer, shorten
 
 REGEX_RULE = "eval-regex"

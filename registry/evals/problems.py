@@ -51,14 +51,3 @@ class Problems:
                 hint = did_you_mean(close_matches(str(key), known))
                 message = f"unknown key {shorten(key, 60)!r} in {what}" + (f"; {hint}" if hint else "")
                 self.add(message, path, key=key, hint=f"the keys are {', '.join(known)}")
-
-
-def kind_of(value: Any) -> str:
-    """What ``value`` is, in words: ``a mapping``, ``a list``, ``true or false``..."""
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true or false"
-    return {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__
-    )

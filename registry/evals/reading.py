@@ -36,8 +36,8 @@ from registry.evals.dataset import (
     Turn,
 )
 from registry.evals.expectations import read_agent_name, read_expect
-from registry.evals.problems import SCHEMA_RULE, Problems, kind_of
-from registry.format.safeyaml import JsonPath, Position, YamlDocument, YamlError
+from registry.evals.problems import SCHEMA_RULE, Problems
+from registry.format.safeyaml import JsonPath, Position, YamlDocument, YamlError, kind_of
 from registry.format.yamlstream import Piece, StreamLimits, stream_pieces
 from registry.models import Issue, location, shorten
 

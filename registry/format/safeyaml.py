@@ -180,6 +180,18 @@ def read_yaml_file(path: str | Path, *, what: str, when_empty: str, limits: Yaml
         raise ConfigurationError(summarize(issues), errors=issues) from exc
 
 
+def kind_of(value: Any) -> str:
+    """What a parsed YAML value is, in words, for a problem's message:
+    ``a mapping``, ``a list``, ``true or false``, ``nothing``..."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true or false"
+    return {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
 def located_issue(
     message: str,
     document: YamlDocument | None,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.errors import ConfigurationError, summarize
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, parse_yaml
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlError, kind_of, parse_yaml
 from registry.models import Issue, close_matches, did_you_mean, json_pointer, location, shorten
 from registry.providers.chat import ChatReply, ServedBy, ToolCallRequest, Usage
 from registry.providers.exchanges import (
@@ -74,7 +74,7 @@ class _Loader:
     def exchanges(self) -> list[Exchange]:
         value = self._document.value
         if not isinstance(value, dict):
-            self._problem(f"a replay file is a mapping with `version:` and `exchanges:`, not {_kind(value)}", ())
+            self._problem(f"a replay file is a mapping with `version:` and `exchanges:`, not {kind_of(value)}", ())
             raise self._error()
         self._check_keys(value, (), _FILE_KEYS)
         self._check_version(value)
@@ -83,7 +83,7 @@ class _Loader:
             raise self._error()
         listed = value.get("exchanges")
         if not isinstance(listed, list):
-            self._problem(f"`exchanges:` must be a list, not {_kind(listed)}", ("exchanges",) if listed else ())
+            self._problem(f"`exchanges:` must be a list, not {kind_of(listed)}", ("exchanges",) if listed else ())
             raise self._error()
         exchanges: list[Exchange] = []
         seen: dict[tuple[str | None, str], str] = {}
@@ -120,7 +120,7 @@ class _Loader:
 
     def _exchange(self, value: Any, path: JsonPath) -> Exchange | None:
         if not isinstance(value, dict):
-            self._problem(f"an exchange is a mapping with `request:` and `replies:`, not {_kind(value)}", path)
+            self._problem(f"an exchange is a mapping with `request:` and `replies:`, not {kind_of(value)}", path)
             return None
         before = len(self._issues)
         self._check_keys(value, path, _EXCHANGE_KEYS)
@@ -136,7 +136,7 @@ class _Loader:
     def _request(self, value: Any, parent: JsonPath) -> dict[str, Any] | None:
         path = parent + ("request",)
         if not isinstance(value, dict):
-            what = "nothing" if value is None else _kind(value)
+            what = "nothing" if value is None else kind_of(value)
             self._problem(f"an exchange needs a `request:` mapping, not {what}", parent if value is None else path)
             return None
         before = len(self._issues)
@@ -147,19 +147,20 @@ class _Loader:
         self._mappings(value, path, "messages", required=True)
         self._mappings(value, path, "tools", required=False)
         if "params" in value and not isinstance(value["params"], dict):
-            self._problem(f"params must be a mapping, not {_kind(value['params'])}", path + ("params",))
+            self._problem(f"params must be a mapping, not {kind_of(value['params'])}", path + ("params",))
         if "response_format" in value:
             self._response_format(value["response_format"], path + ("response_format",))
         return value if len(self._issues) == before else None
 
     def _response_format(self, value: Any, path: JsonPath) -> None:
         if not isinstance(value, dict):
-            self._problem(f"response_format must be a mapping with a `name:`, not {_kind(value)}", path)
+            self._problem(f"response_format must be a mapping with a `name:`, not {kind_of(value)}", path)
             return
         self._check_keys(value, path, _FORMAT_KEYS)
         self._required_text(value, path, "name")
         if "schema" in value and not isinstance(value["schema"], dict):
-            self._problem(f"response_format.schema must be a mapping, not {_kind(value['schema'])}", path + ("schema",))
+            found = kind_of(value["schema"])
+            self._problem(f"response_format.schema must be a mapping, not {found}", path + ("schema",))
 
     def _mappings(self, value: Mapping[str, Any], path: JsonPath, key: str, *, required: bool) -> None:
         if key not in value:
@@ -168,18 +169,18 @@ class _Loader:
             return
         found = value[key]
         if not isinstance(found, list):
-            self._problem(f"{key} must be a list of mappings, not {_kind(found)}", path + (key,))
+            self._problem(f"{key} must be a list of mappings, not {kind_of(found)}", path + (key,))
             return
         for index, item in enumerate(found):
             if not isinstance(item, dict):
-                self._problem(f"each of {key} must be a mapping, not {_kind(item)}", path + (key, index))
+                self._problem(f"each of {key} must be a mapping, not {kind_of(item)}", path + (key, index))
 
     # --- replies ------------------------------------------------------------------------------
 
     def _replies(self, value: Any, parent: JsonPath) -> tuple[RecordedReply, ...]:
         path = parent + ("replies",)
         if not isinstance(value, list) or not value:
-            what = "an empty list" if value == [] else _kind(value)
+            what = "an empty list" if value == [] else kind_of(value)
             self._problem(f"an exchange needs `replies:`, a list of one reply or more, not {what}", parent)
             return ()
         replies = [self._reply(item, path + (index,)) for index, item in enumerate(value)]
@@ -187,7 +188,7 @@ class _Loader:
 
     def _reply(self, value: Any, path: JsonPath) -> RecordedReply | None:
         if not isinstance(value, dict):
-            self._problem(f"a reply is a mapping with `content:` (or `error:`), not {_kind(value)}", path)
+            self._problem(f"a reply is a mapping with `content:` (or `error:`), not {kind_of(value)}", path)
             return None
         before = len(self._issues)
         self._check_keys(value, path, _REPLY_KEYS)
@@ -195,7 +196,7 @@ class _Loader:
             return self._error_reply(value, path)
         content = value.get("content", "")
         if not isinstance(content, str):
-            self._problem(f"content must be a string, not {_kind(content)}", path + ("content",))
+            self._problem(f"content must be a string, not {kind_of(content)}", path + ("content",))
         calls = self._tool_calls(value.get("tool_calls", []), path + ("tool_calls",))
         finish = self._optional_text(value, path, "finish_reason")
         model = self._optional_text(value, path, "model")
@@ -211,14 +212,14 @@ class _Loader:
             self._problem(f"a reply with `error:` has nothing else, not {others[0]!r}", path, key=others[0])
         error, at = value["error"], path + ("error",)
         if not isinstance(error, dict):
-            self._problem(f"error must be a mapping with `reason:` and `message:`, not {_kind(error)}", at)
+            self._problem(f"error must be a mapping with `reason:` and `message:`, not {kind_of(error)}", at)
             return None
         self._check_keys(error, at, _ERROR_KEYS)
         reason = self._required_text(error, at, "reason")
         message = self._required_text(error, at, "message")
         status = error.get("http_status")
         if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
-            self._problem(f"http_status must be a number, not {_kind(status)}", at + ("http_status",))
+            self._problem(f"http_status must be a number, not {kind_of(status)}", at + ("http_status",))
             return None
         if reason is None or message is None or others:
             return None
@@ -226,13 +227,13 @@ class _Loader:
 
     def _tool_calls(self, value: Any, path: JsonPath) -> tuple[ToolCallRequest, ...]:
         if not isinstance(value, list):
-            self._problem(f"tool_calls must be a list, not {_kind(value)}", path)
+            self._problem(f"tool_calls must be a list, not {kind_of(value)}", path)
             return ()
         calls = []
         for index, item in enumerate(value):
             at = path + (index,)
             if not isinstance(item, dict):
-                self._problem(f"a tool call is a mapping with id, name and arguments, not {_kind(item)}", at)
+                self._problem(f"a tool call is a mapping with id, name and arguments, not {kind_of(item)}", at)
                 continue
             self._check_keys(item, at, _CALL_KEYS)
             found = [
@@ -247,7 +248,7 @@ class _Loader:
         if value is None:
             return None
         if not isinstance(value, dict):
-            self._problem(f"usage must be a mapping of token counts, not {_kind(value)}", path)
+            self._problem(f"usage must be a mapping of token counts, not {kind_of(value)}", path)
             return None
         self._check_keys(value, path, _USAGE_KEYS)
         counts = {}
@@ -262,7 +263,7 @@ class _Loader:
         if value is None:
             return None
         if not isinstance(value, dict):
-            self._problem(f"served_by must be a mapping, not {_kind(value)}", path)
+            self._problem(f"served_by must be a mapping, not {kind_of(value)}", path)
             return None
         self._check_keys(value, path, _SERVED_KEYS)
         found = [self._required_text(value, path, key) for key in _SERVED_KEYS[:3]]
@@ -279,14 +280,14 @@ class _Loader:
             return None
         found = value[key]
         if not isinstance(found, str):
-            self._problem(f"{key} must be a string, not {_kind(found)}{hint}", path + (key,))
+            self._problem(f"{key} must be a string, not {kind_of(found)}{hint}", path + (key,))
             return None
         return found
 
     def _optional_text(self, value: Mapping[str, Any], path: JsonPath, key: str) -> str | None:
         found = value.get(key)
         if found is not None and not isinstance(found, str):
-            self._problem(f"{key} must be a string, not {_kind(found)}", path + (key,))
+            self._problem(f"{key} must be a string, not {kind_of(found)}", path + (key,))
             return None
         return found
 
@@ -321,13 +322,3 @@ class _Loader:
 
 
 _ARGUMENTS_HINT = " (the JSON text the model wrote, quoted as a string)"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true or false"
-    return {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__
-    )

@@ -34,7 +34,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from registry.errors import ConfigurationError, summarize
-from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, located_issue, read_yaml_file
+from registry.format.safeyaml import JsonPath, YamlDocument, YamlLimits, kind_of, located_issue, read_yaml_file
 from registry.models import Issue, close_matches, did_you_mean, location, shorten
 from registry.providers import openai_request
 from registry.providers.params import KINDS, WELL_KNOWN, ProviderKind
@@ -239,7 +239,7 @@ class _Loader:
     def models_file(self) -> ModelsFile:
         value = self._document.value
         if not isinstance(value, dict):
-            self.problem(f"a models file is a mapping with a `providers:` mapping, not {_kind(value)}", ())
+            self.problem(f"a models file is a mapping with a `providers:` mapping, not {kind_of(value)}", ())
             raise self._error()
         self.check_keys(value, (), _FILE_KEYS)
         providers = self._providers(value.get("providers"))
@@ -279,7 +279,7 @@ class _Loader:
             self.problem("a models file needs a `providers:` mapping of names to bindings", ())
             return {}
         if not isinstance(value, dict) or not value:
-            what = "an empty mapping" if value == {} else _kind(value)
+            what = "an empty mapping" if value == {} else kind_of(value)
             self.problem(f"`providers:` must be a mapping of names to bindings, not {what}", ("providers",))
             return {}
         bindings: dict[str, Binding] = {}
@@ -295,7 +295,7 @@ class _Loader:
 
     def _binding(self, name: str, value: Any, path: JsonPath) -> Binding | None:
         if not isinstance(value, dict):
-            self.problem(f"the provider {name!r} must be a mapping with a `kind:`, not {_kind(value)}", path)
+            self.problem(f"the provider {name!r} must be a mapping with a `kind:`, not {kind_of(value)}", path)
             return None
         kind = self._kind(value, path)
         if kind is None:
@@ -341,7 +341,7 @@ class _Loader:
         if kind in KINDS:
             return cast("ProviderKind", kind)
         if not isinstance(kind, str):
-            self.problem(f"kind must be one of {', '.join(KINDS)}, not {_kind(kind)}", path + ("kind",))
+            self.problem(f"kind must be one of {', '.join(KINDS)}, not {kind_of(kind)}", path + ("kind",))
             return None
         # A server's or platform's name is a common slip: say which kind serves it.
         known = WELL_KNOWN.get(kind.lower())
@@ -355,7 +355,7 @@ class _Loader:
     def _text(self, value: Mapping[str, Any], path: JsonPath, key: str) -> str | None:
         found = value[key]
         if not isinstance(found, str) or not found.strip():
-            self.problem(f"{key} must be a non-empty string, not {_kind(found)}", path + (key,))
+            self.problem(f"{key} must be a non-empty string, not {kind_of(found)}", path + (key,))
             return None
         return found
 
@@ -425,13 +425,13 @@ class _Loader:
 
     def _routes(self, value: Any, providers: Sequence[str]) -> tuple[Route, ...]:
         if not isinstance(value, list):
-            self.problem(f"`routes:` must be a list of {{match, use}} rules, not {_kind(value)}", ("routes",))
+            self.problem(f"`routes:` must be a list of {{match, use}} rules, not {kind_of(value)}", ("routes",))
             return ()
         routes: list[Route] = []
         for index, item in enumerate(value):
             path: JsonPath = ("routes", index)
             if not isinstance(item, dict):
-                self.problem(f"a route must be a mapping with `match:` and `use:`, not {_kind(item)}", path)
+                self.problem(f"a route must be a mapping with `match:` and `use:`, not {kind_of(item)}", path)
                 continue
             self.check_keys(item, path, _ROUTE_KEYS)
             match = self._target(item, path, "match")
@@ -458,7 +458,7 @@ class _Loader:
             self.problem(f"a route needs `{key}:` with a provider, a name or both", path)
             return None
         if not isinstance(value, dict) or not value:
-            what = "an empty mapping" if value == {} else _kind(value)
+            what = "an empty mapping" if value == {} else kind_of(value)
             self.problem(f"`{key}:` must be a mapping with a provider, a name or both, not {what}", path, key=key)
             return None
         self.check_keys(value, path + (key,), _TARGET_KEYS)
@@ -467,7 +467,7 @@ class _Loader:
             if part in value:
                 if not isinstance(value[part], str) or not value[part]:
                     self.problem(
-                        f"{key}.{part} must be a non-empty string, not {_kind(value[part])}", path + (key, part)
+                        f"{key}.{part} must be a non-empty string, not {kind_of(value[part])}", path + (key, part)
                     )
                     return None
                 found[part] = value[part]
@@ -476,7 +476,7 @@ class _Loader:
     def _reference(self, name: Any, path: JsonPath, providers: Sequence[str]) -> str | None:
         """``name``, written at ``path`` (``use.provider``, ``default``): a provider of the file."""
         if not isinstance(name, str) or not name:
-            self.problem(f"{path[-1]} must name a provider of `providers:`, not {_kind(name)}", path)
+            self.problem(f"{path[-1]} must name a provider of `providers:`, not {kind_of(name)}", path)
             return None
         if providers and name not in providers:
             hint = did_you_mean(close_matches(name, providers))
@@ -496,13 +496,3 @@ def _kind_of_key(key: str) -> str | None:
     """``region is a key of kind anthropic_vertex``, for a key another kind takes."""
     kinds = [kind for kind, keys in KIND_KEYS.items() if key in keys]
     return f"{key} is a key of kind {' and '.join(kinds)}" if kinds else None
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true or false"
-    return {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
