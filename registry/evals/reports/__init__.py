@@ -2,8 +2,11 @@
 written for a reader.
 
 Each format is a function from the run to text, in ``RENDERERS``: ``text``
-for a terminal (``registry.evals.reports.text``) and ``json``, every field
-of the results (``EvalRun.as_json``). A new format is a module with such a
+for a terminal (``registry.evals.reports.text``), ``markdown`` for a merge
+request note, cut to fit one (``registry.evals.reports.markdown``), and
+``json``, every field of the results (``EvalRun.as_json``). What they all
+say the same way (which cases to list, in what order, why one did not pass)
+is ``registry.evals.reports.facts``. A new format is a module with such a
 function, added to the table; reports never run anything, and read nothing
 but the run.
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from registry.evals.reports.markdown import render_markdown
 from registry.evals.reports.text import Painter, plain, render_text
 from registry.evals.results import EvalRun
 
@@ -28,7 +32,19 @@ def render_json(run: EvalRun, paint: Painter = plain) -> str:
     return json.dumps(run.as_json(), ensure_ascii=False, indent=2) + "\n"
 
 
-RENDERERS: dict[str, Renderer] = {"text": render_text, "json": render_json}
+RENDERERS: dict[str, Renderer] = {
+    "text": render_text,
+    "markdown": render_markdown,
+    "json": render_json,
+}
 """The report formats, by the name ``--format`` takes."""
 
-__all__ = ["RENDERERS", "Painter", "Renderer", "plain", "render_json", "render_text"]
+__all__ = [
+    "RENDERERS",
+    "Painter",
+    "Renderer",
+    "plain",
+    "render_json",
+    "render_markdown",
+    "render_text",
+]
