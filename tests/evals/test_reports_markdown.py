@@ -87,7 +87,8 @@ def test_an_outage_is_listed_as_an_error_with_why_never_as_a_pass() -> None:
 def test_a_hostile_output_is_text_in_the_note_and_breaks_no_table() -> None:
     hostile = CaseComparison("evil", case("base", "evil", "passed"), case("head", "evil", "failed", output=HOSTILE))
     note = render_markdown(evaluation([dataset([hostile])]))
-    assert "\x00" not in note and "\x1b" not in note and "\u202e" not in note
+    assert "\x00" not in note and "\x1b" not in note and "\u202e" not in note and "\ud800" not in note
+    note.encode("utf-8")  # it can be written
     page = Tags(rendered(note))
     assert {tag for tag, _ in page.tags} <= NOTE_TAGS  # no script, img, a, del: nothing the output asked for
     code = "".join(page.code)

@@ -26,9 +26,10 @@ from registry.evals.gate import judge_gate
 HOSTILE = (
     "| a | b |\n```\n<script>alert(1)</script> <img src=x onerror=alert(2)> ]]> \x00 \x1b[31mred\x1b[0m"
     " @alice #12 ![x](https://example.com/x.png) [link](javascript:alert(3)) **bold** </details> & &amp;"
-    " www.example.com \u202etxt.exe `tick` ~~gone~~ $x$"
+    " www.example.com \u202etxt.exe `tick` ~~gone~~ $x$ \ud800"
 )
-"""An output that holds the metacharacters of Markdown, HTML and XML, control characters, mentions and links."""
+"""An output that holds the metacharacters of Markdown, HTML and XML, control
+characters, a lone surrogate, mentions and links."""
 
 BASE_PIN = ReleasePin("base", "@production", "v1.0.0", "a" * 40, channel="production")
 HEAD_PIN = ReleasePin("head", "worktree", "worktree", "b" * 64)

@@ -29,7 +29,10 @@ Renderer = Callable[[EvalRun, Painter], str]
 
 def render_json(run: EvalRun, paint: Painter = plain) -> str:
     """Everything the evaluation found, as JSON (``EvalRun.as_json``)."""
-    return json.dumps(run.as_json(), ensure_ascii=False, indent=2) + "\n"
+    written = json.dumps(run.as_json(), ensure_ascii=False, indent=2) + "\n"
+    # A lone surrogate (a model's reply may hold one) cannot be written as
+    # UTF-8; as the escape JSON has for it (\ud800), it can, and reads back the same.
+    return written.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 RENDERERS: dict[str, Renderer] = {

@@ -16,9 +16,10 @@ from registry.evals.stats import CaseScores, Interval, bootstrap_change
 
 REPLACEMENT = "\ufffd"
 # C0 and C1 controls but tab and newline (a carriage return is a control too:
-# it rewrites a terminal's line and ends a Markdown table row), and the
-# bidirectional overrides that make text read otherwise than it is.
-_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# it rewrites a terminal's line and ends a Markdown table row), the
+# bidirectional overrides that make text read otherwise than it is, and lone
+# surrogates (a JSON reply may hold one; no UTF-8 file can).
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 Mark = Literal["regressed", "fixed", "error", "failed", "added", "removed"]
 """How a listed case is marked: how it changed, or for a case that did not
@@ -49,9 +50,9 @@ def _mark(comparison: CaseComparison) -> Mark | None:
 
 
 def visible(text: str) -> str:
-    """``text`` with every control character (but tab and newline) and
-    bidirectional override replaced by U+FFFD: a model's output shown as it
-    reads, never rewriting what is around it."""
+    """``text`` with every control character (but tab and newline),
+    bidirectional override and lone surrogate replaced by U+FFFD: a model's
+    output shown as it reads, never rewriting what is around it."""
     return _INVISIBLE.sub(REPLACEMENT, text)
 
 

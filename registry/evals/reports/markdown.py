@@ -82,7 +82,7 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "<br>", "\t": " "}
 _PUNCTUATION = frozenset("!\"#$%'()*+,-./:;=?@[\\]^_`{|}~")
 # A code span shows its text as it is but for a backtick (it ends the span),
 # a pipe (it ends a table cell), a line break and leading or trailing spaces.
-_SPAN_BREAKERS = re.compile(r"[`|\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SPAN_BREAKERS = re.compile(r"[`|\n]")
 
 
 def _text(value: object) -> str:
@@ -102,7 +102,7 @@ def _code(value: object) -> str:
     """``value`` as code, so that no mention, reference or link is made of
     it: a code span, where nothing is interpreted, when it can hold it as it
     is; else ``<code>`` around it escaped."""
-    text = str(value)
+    text = visible(str(value))
     if text and text == text.strip() and not _SPAN_BREAKERS.search(text):
         return f"`{text}`"
     return f"<code>{_text(text)}</code>"

@@ -18,6 +18,7 @@ from registry.evals.reports.facts import (
     runs_passed,
     short_digest,
     shown_run,
+    visible,
     why_not_passed,
     worth_a_look,
 )
@@ -196,7 +197,7 @@ def _side_lines(side: str, case: CaseResult, paint: Painter) -> Iterator[str]:
     repeats = f" ({runs_passed(case)})" if len(case.runs) > 1 else ""
     reason = why_not_passed(case)
     yield f"{prefix}{repeats}" + (f": {shorten(reason, 200)}" if reason else "")
-    output = "(no output)" if run.output is None else shorten(" ".join(run.output.split()), _OUTPUT_WIDTH)
+    output = "(no output)" if run.output is None else shorten(" ".join(visible(run.output).split()), _OUTPUT_WIDTH)
     yield paint(f"        output: {output}", "dim")
 
 
