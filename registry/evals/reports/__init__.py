@@ -3,8 +3,9 @@ written for a reader.
 
 Each format is a function from the run to text, in ``RENDERERS``: ``text``
 for a terminal (``registry.evals.reports.text``), ``markdown`` for a merge
-request note, cut to fit one (``registry.evals.reports.markdown``), and
-``json``, every field of the results (``EvalRun.as_json``). What they all
+request note, cut to fit one (``registry.evals.reports.markdown``),
+``junit``, XML for CI test report widgets (``registry.evals.reports.junit``),
+and ``json``, every field of the results (``EvalRun.as_json``). What they all
 say the same way (which cases to list, in what order, why one did not pass)
 is ``registry.evals.reports.facts``. A new format is a module with such a
 function, added to the table; reports never run anything, and read nothing
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from registry.evals.reports.junit import render_junit
 from registry.evals.reports.markdown import render_markdown
 from registry.evals.reports.text import Painter, plain, render_text
 from registry.evals.results import EvalRun
@@ -38,6 +40,7 @@ def render_json(run: EvalRun, paint: Painter = plain) -> str:
 RENDERERS: dict[str, Renderer] = {
     "text": render_text,
     "markdown": render_markdown,
+    "junit": render_junit,
     "json": render_json,
 }
 """The report formats, by the name ``--format`` takes."""
@@ -48,6 +51,7 @@ __all__ = [
     "Renderer",
     "plain",
     "render_json",
+    "render_junit",
     "render_markdown",
     "render_text",
 ]
