@@ -144,6 +144,6 @@ def many(count: int, *, output: str = "answer " * 40) -> EvalRun:
         before, after = kinds[n % len(kinds)]
         case_id = f"case-{n}"
         cases.append(
-            CaseComparison(case_id, case("base", case_id, before, output=output), case("head", case_id, after, output=output + "more"))
+            CaseComparison(case_id, case("base", case_id, before, output=output), case("head", case_id, after, output="more " + output))
         )  # fmt: skip
     return evaluation([dataset(cases)])

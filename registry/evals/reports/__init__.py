@@ -5,7 +5,9 @@ Each format is a function from the run to text, in ``RENDERERS``: ``text``
 for a terminal (``registry.evals.reports.text``), ``markdown`` for a merge
 request note, cut to fit one (``registry.evals.reports.markdown``),
 ``junit``, XML for CI test report widgets (``registry.evals.reports.junit``),
-and ``json``, every field of the results (``EvalRun.as_json``). What they all
+``json``, every field of the results (``EvalRun.as_json``), and ``html``,
+one self-contained page with word diffs (``registry.evals.reports.html``,
+its template ``templates/eval_report.html``). What they all
 say the same way (which cases to list, in what order, why one did not pass)
 is ``registry.evals.reports.facts``. A new format is a module with such a
 function, added to the table; reports never run anything, and read nothing
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from registry.evals.reports.html import render_html
 from registry.evals.reports.junit import render_junit
 from registry.evals.reports.markdown import render_markdown
 from registry.evals.reports.text import Painter, plain, render_text
@@ -42,6 +45,7 @@ RENDERERS: dict[str, Renderer] = {
     "markdown": render_markdown,
     "junit": render_junit,
     "json": render_json,
+    "html": render_html,
 }
 """The report formats, by the name ``--format`` takes."""
 
@@ -50,6 +54,7 @@ __all__ = [
     "Painter",
     "Renderer",
     "plain",
+    "render_html",
     "render_json",
     "render_junit",
     "render_markdown",
