@@ -82,8 +82,8 @@ def test_each_case_shows_its_assertions_judge_runs_and_trace_ids() -> None:
     assert "(judge evals/helpfulness 222222222222, score 0.4)" in text
     assert "refund-head-1".ljust(32, "0") in text and "refund-base-1".ljust(32, "0") in text
     digests = f'<td class="digest">{JUDGE_DIGESTS["base"]}</td><td class="digest">{JUDGE_DIGESTS["head"]}</td>'
-    assert f'<tr><th>judge evals/helpfulness</th>\n{digests}\n<td class="changed">changed</td></tr>' in page
-    assert "<tr><th>judge score</th>\n<td>0.900 (1 score)</td><td>0.400 (1 score)</td>\n<td>-0.500</td></tr>" in page
+    assert f'<tr><th>judge evals/helpfulness</th>{digests}<td class="changed">changed</td></tr>' in page
+    assert "<tr><th>judge score</th><td>0.900 (1 score)</td><td>0.400 (1 score)</td><td>-0.500</td></tr>" in page
 
 
 def test_cases_worth_a_look_come_first_and_open_the_rest_folded() -> None:

@@ -6,8 +6,7 @@ for a terminal (``registry.evals.reports.text``), ``markdown`` for a merge
 request note, cut to fit one (``registry.evals.reports.markdown``),
 ``junit``, XML for CI test report widgets (``registry.evals.reports.junit``),
 ``json``, every field of the results (``EvalRun.as_json``), and ``html``,
-one self-contained page with word diffs (``registry.evals.reports.html``,
-its template ``templates/eval_report.html``). What they all
+one self-contained page with word diffs (``registry.evals.reports.html``). What they all
 say the same way (which cases to list, in what order, why one did not pass)
 is ``registry.evals.reports.facts``. A new format is a module with such a
 function, added to the table; reports never run anything, and read nothing
