@@ -198,3 +198,9 @@ def test_a_run_of_hundreds_of_eval_files_keeps_the_first_whole_and_counts_the_re
     assert f"… {300 - len(shown)} more eval files in the HTML/JSON report." in note
     assert f"{300 - len(shown)} eval files not shown" in note
     assert note.count("- `usecase/agent") == 30 and "- … 570 more reasons in the HTML/JSON report" in note
+
+
+def test_a_note_is_never_longer_than_the_cap_whatever_it_names() -> None:
+    result = replace(flips(), settings=replace(flips().settings, model="m" * 70_000))
+    note = render_markdown(result)
+    assert len(note) <= MAX_CHARS and note.endswith("… cut at 60,000 characters.\n")

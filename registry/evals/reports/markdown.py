@@ -139,6 +139,8 @@ def render_markdown(run: EvalRun, paint: Painter = plain) -> str:
         note = _assemble(top, sections, gate)
         if len(note) <= MAX_CHARS:
             return note
+        if budget < 0:  # nothing left to leave out: a title or gate reasons of absurd length
+            return note[: MAX_CHARS - 200].rpartition("\n")[0] + f"\n\n… cut at {MAX_CHARS:,} characters.\n"
         budget -= len(note) - MAX_CHARS + 500
 
 
