@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from registry.providers.chat import ChatModel
     from registry.settings import Settings
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "markdown", "junit", "json", "html")
+"""The report formats, as ``registry.evals.reports.RENDERERS`` names them
+(named here so that ``--help`` imports no report)."""
 MAX_CONCURRENCY = 256
 
 
@@ -73,7 +75,13 @@ def register(commands: Commands) -> None:
     once.add_argument("--replay", metavar="FILE", help="answer every model call from FILE, with no model at all")
     exchanges.add_argument("--cache", metavar="DIR", help="reuse replies to identical requests across runs")
     report = evaluate.add_argument_group("report and gate")
-    report.add_argument("--format", choices=FORMATS, default="text", help="text (default) or json")
+    report.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default; colour on a terminal), markdown (a merge request note), junit (XML for CI"
+        " test reports), json (everything) or html (one self-contained page with word diffs)",
+    )
     report.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
     report.add_argument(
         "--fail-on", choices=FAIL_ON, default="regression", help="what fails the gate (default: regression)"

@@ -46,8 +46,13 @@ The modules, by concern:
   gives the ``EvalRun``: cases streamed, at most ``concurrency`` in flight,
   each run labelled for recording and replay, judges of the same side,
   outages as ``error``; ``gate`` says what ``--fail-on`` makes of it.
-- ``reports``: the run as text for people (``reports.text``) or JSON, one
-  function a format in ``reports.RENDERERS``.
+- ``stats``: ``bootstrap_change``, the seeded bootstrap interval of a judge
+  score's change, cases resampled in pairs.
+- ``reports``: the run for a reader, one function a format in
+  ``reports.RENDERERS``: text for a terminal (``reports.text``), a merge
+  request note (``reports.markdown``), JUnit XML (``reports.junit``), JSON,
+  and one HTML page with word diffs (``reports.html``, ``reports.worddiff``);
+  what they all say alike is ``reports.facts``.
 
 Reading an eval file (what lint does) imports no executor: only ``runner``
 imports it, and this package's own imports leave ``runner``, ``sides`` and

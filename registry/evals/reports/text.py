@@ -10,11 +10,19 @@ Passing cases are counted, not listed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 from registry.evals.gate import percent
+from registry.evals.reports.facts import (
+    judge_digests,
+    runs_passed,
+    short_digest,
+    shown_run,
+    visible,
+    why_not_passed,
+    worth_a_look,
+)
 from registry.evals.results import (
-    CaseComparison,
     CaseResult,
     DatasetResult,
     EvalRun,
@@ -99,27 +107,21 @@ def _dataset_lines(dataset: DatasetResult, paint: Painter) -> Iterator[str]:
     yield from _case_lines(dataset, paint)
 
 
-def _short(digest: str | None) -> str:
-    """``sha256:1a2b...`` as its first 12 hex digits."""
-    return digest.rpartition(":")[2][:12] if digest else "none"
-
-
 def _digests(dataset: DatasetResult) -> str:
     """The agent's digest on each side, and each judge's: ``a → b`` when they differ."""
     base, head = dataset.base, dataset.head
     parts = [f"digest {_change(base.digest if base is not None else None, head.digest, two=base is not None)}"]
-    judges = {pin.agent: [None, pin.digest] for pin in head.judges}
-    for pin in base.judges if base is not None else ():
-        judges.setdefault(pin.agent, [None, None])[0] = pin.digest
-    for agent, (before, after) in sorted(judges.items()):
-        parts.append(f"judge {agent} {_change(before, after, two=base is not None)}")
+    for judge in judge_digests(dataset):
+        parts.append(f"judge {judge.agent} {_change(judge.base, judge.head, two=base is not None)}")
     return " · ".join(parts)
 
 
 def _change(before: str | None, after: str | None, *, two: bool) -> str:
     if not two:
-        return _short(after)
-    return f"{_short(after)} (unchanged)" if before == after else f"{_short(before)} → {_short(after)}"
+        return short_digest(after)
+    return (
+        f"{short_digest(after)} (unchanged)" if before == after else f"{short_digest(before)} → {short_digest(after)}"
+    )
 
 
 def _counts_line(base: SideSummary | None, head: SideSummary, dataset: DatasetResult) -> str:
@@ -171,7 +173,7 @@ def _usage_line(base: SideSummary | None, head: SideSummary) -> str:
 
 
 def _case_lines(dataset: DatasetResult, paint: Painter) -> Iterator[str]:
-    shown = _worth_a_look(dataset.cases)
+    shown = worth_a_look(dataset.cases)
     for comparison, mark in shown[:MAX_CASES_SHOWN]:
         label, style = _MARKS[mark]
         where = comparison.head.where if comparison.head is not None else ""
@@ -183,36 +185,19 @@ def _case_lines(dataset: DatasetResult, paint: Painter) -> Iterator[str]:
         yield f"  ... and {len(shown) - MAX_CASES_SHOWN} more (--format json lists every case)"
 
 
-def _worth_a_look(cases: Sequence[CaseComparison]) -> list[tuple[CaseComparison, str]]:
-    """The cases to list, and how each is marked: changed first, then errors, then failures."""
-    order = {"regressed": 0, "fixed": 1, "error": 2, "failed": 3, "added": 4, "removed": 5}
-    found = []
-    for comparison in cases:
-        mark: str | None = comparison.change
-        head = comparison.head
-        if mark in ("unchanged", "added") and head is not None:
-            mark = head.status if head.status != "passed" else None
-        elif mark == "removed":
-            mark = None
-        if mark is not None:
-            found.append((comparison, mark))
-    return sorted(found, key=lambda pair: order[pair[1]])
-
-
 def _side_lines(side: str, case: CaseResult, paint: Painter) -> Iterator[str]:
     prefix = f"      {side}: {case.status}"
     if case.problem is not None:
         yield f"{prefix}: {case.problem}"
         return
-    run = next((run for run in case.runs if run.status != "passed"), case.runs[0] if case.runs else None)
+    run = shown_run(case)
     if run is None:
         yield prefix
         return
-    passed = sum(r.status == "passed" for r in case.runs)
-    repeats = f" ({passed}/{len(case.runs)} runs passed)" if len(case.runs) > 1 else ""
-    reason = run.error or next((f"{a.description}: {a.reason}" for a in run.assertions if a.status != "passed"), "")
+    repeats = f" ({runs_passed(case)})" if len(case.runs) > 1 else ""
+    reason = why_not_passed(case)
     yield f"{prefix}{repeats}" + (f": {shorten(reason, 200)}" if reason else "")
-    output = "(no output)" if run.output is None else shorten(" ".join(run.output.split()), _OUTPUT_WIDTH)
+    output = "(no output)" if run.output is None else shorten(" ".join(visible(run.output).split()), _OUTPUT_WIDTH)
     yield paint(f"        output: {output}", "dim")
 
 

@@ -1,0 +1,107 @@
+"""``prompt-registry eval --format markdown|junit|html -o FILE`` as CI runs
+it: the installed command, in a subprocess, on a real git repository with
+two releases (tests/support/eval_library.py), answered by the scripted model."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from registry.cli.evals import FORMATS
+from registry.evals.reports import RENDERERS
+from tests.conftest import LibraryRepo
+from tests.support.cli import run
+from tests.support.eval_library import REPLIES, eval_library, script_yaml
+
+
+@pytest.fixture
+def library(repo: LibraryRepo) -> LibraryRepo:
+    return eval_library(repo)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "replies.yml"
+    path.write_text(script_yaml(), encoding="utf-8")
+    return path
+
+
+def report(library: LibraryRepo, script: Path, output: Path, report_format: str, *args: str) -> str:
+    result = run(
+        "eval", "--repo", str(library.path), "--base", "v1.0.0", "--head", "v1.1.0",
+        "--model", f"scripted:{script}", "--format", report_format, "-o", str(output), *args,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr  # refund regressed
+    assert result.stdout == f"gate failed (--fail-on regression); the report is in {output}\n"
+    return output.read_text(encoding="utf-8")
+
+
+def test_every_report_is_a_format_of_the_command() -> None:
+    assert set(FORMATS) == set(RENDERERS)
+
+
+def test_the_markdown_note_names_both_releases_and_the_regression_first(
+    library: LibraryRepo, script: Path, tmp_path: Path
+) -> None:
+    note = report(library, script, tmp_path / "note.md", "markdown")
+    base, head = library.git("rev-parse", "v1.0.0")[:12], library.git("rev-parse", "v1.1.0")[:12]
+    assert note.startswith(
+        f"## prompt-registry eval: ❌ gate failed\n\n**base** `v1.0.0` at `{base}` → **head** `v1.1.0` at `{head}`"
+    )
+    assert "| `support/triage` | 2 → 2 | 100% → 50% (▼ 50 points) | 1 | 0 | 0 | 0.90 → 0.90 (+0.00) |" in note
+    assert "**`refund`** `ai_gateway/evals/support/triage.yml:3:5`" in note
+    assert "| output | `billing` | `general` |" in note
+    assert note.endswith("- `support/triage.yml: the pass rate fell from 100% to 50%, more than the tolerance of 0%`\n")
+
+
+def test_junit_has_a_testcase_per_case_on_head_with_base_in_properties(
+    library: LibraryRepo, script: Path, tmp_path: Path
+) -> None:
+    root = ET.fromstring(report(library, script, tmp_path / "eval.xml", "junit"))
+    assert [suite.attrib["name"] for suite in root.iter("testsuite")] == [
+        "support/faq",
+        "support/greeter",
+        "support/triage",
+    ]
+    assert {key: root.attrib[key] for key in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "5", "failures": "1", "errors": "0", "skipped": "0",
+    }  # fmt: skip
+    refund = next(case for case in root.iter("testcase") if case.attrib["name"] == "refund")
+    assert refund.attrib["classname"] == "support/triage"
+    failure = refund.find("failure")
+    assert failure is not None and failure.attrib["message"].startswith(
+        "regressed (passed on base): matches /^billing$/"
+    )
+    found = {prop.attrib["name"]: prop.attrib["value"] for prop in refund.iter("property")}
+    assert found["base.status"] == "passed" and found["base.commit"] == library.git("rev-parse", "v1.0.0")
+    assert found["base.digest"].startswith("sha256:") and found["base.digest"] != found["head.digest"]
+    assert found["judge.evals/helpfulness.head.digest"].startswith("sha256:")
+
+
+class Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.targets += [value or "" for name, value in attrs if name in ("src", "href")]
+
+
+def test_the_html_page_shows_the_word_diff_and_loads_nothing(library: LibraryRepo, tmp_path: Path) -> None:
+    replies = [
+        {**reply, "content": "Sorry, your refund is general."}
+        if reply["when"] == "^Please label: I was charged"
+        else reply
+        for reply in REPLIES
+    ]
+    script = tmp_path / "replies.yml"
+    script.write_text(script_yaml(replies), encoding="utf-8")
+    page = report(library, script, tmp_path / "eval.html", "html", "support/triage")
+    assert '<pre class="output"><del>billing</del></pre>' in page
+    assert '<pre class="output"><ins>Sorry, your refund is general.</ins></pre>' in page
+    links = Links()
+    links.feed(page)
+    assert links.targets == ["#dataset-1"]
