@@ -308,12 +308,20 @@ def test_an_eval_file_with_problems_shows_them_and_a_page_fits_a_phone(
 ) -> None:
     tab = open_tab(evals_registry.base, viewport=PHONE, phone=True)
     page = tab.page
+
+    def fits() -> bool:
+        return bool(page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"))
+
     tab.goto("/ui/agents/support/broken?release=v1.0.0")
     problems = page.locator("#eval-problems li").all_inner_texts()
     assert len(problems) == 3 and problems[0].endswith("(ai_gateway/evals/support/broken.yml:4)")
+    assert fits()
     tab.goto("/ui/agents/support/many?release=v1.0.0")
     assert page.locator("#eval-case-table tbody tr").count() == 50
-    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    assert fits()
+    tab.goto("/ui/agents/support/without_any_eval_file?release=v1.0.0")  # where its eval file would go: a long path
+    assert "ai_gateway/evals/support/without_any_eval_file.yml" in page.locator("#eval-cases").inner_text()
+    assert fits()
 
 
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])

@@ -96,8 +96,8 @@ def test_problems_past_those_listed_are_counted(repo: LibraryRepo) -> None:
 
 
 def test_an_agent_without_an_eval_file_has_none(store: GitStore) -> None:
-    listed = EvalCaseReader(store).of_agent(release(store, "v1.0.0"), "support", "plain")
-    assert (listed.found, listed.path, listed.cases) == (False, f"{EVALS}/support/plain.yml", ())
+    listed = EvalCaseReader(store).of_agent(release(store, "v1.0.0"), "support", "without_any_eval_file")
+    assert (listed.found, listed.path, listed.cases) == (False, f"{EVALS}/support/without_any_eval_file.yml", ())
 
 
 def test_a_working_tree_preview_says_why_it_lists_no_cases(repo: LibraryRepo) -> None:

@@ -5,7 +5,7 @@ reader's (tests/serving/test_evalcases.py) and the browser's.
 - ``v1.0.0``: ``support/triage`` with an eval file of two cases (one with a
   judge, ``evals/helpfulness``; one whose inputs and history are hostile
   HTML); ``support/broken`` whose eval file has problems;
-  ``support/plain`` with none; ``support/many`` with ``MANY`` cases.
+  ``support/without_any_eval_file`` with none; ``support/many`` with ``MANY`` cases.
 - ``v1.1.0``: triage's eval file gains a case; the others are unchanged.
 """
 
@@ -71,7 +71,7 @@ def ui_eval_library(repo: LibraryRepo) -> LibraryRepo:
     """``repo`` with the two releases of this module's docstring."""
     repo.write("support/triage.yml", TRIAGE_V1)
     repo.write("evals/helpfulness.yml", JUDGE)
-    for name in ("broken", "plain", "many"):
+    for name in ("broken", "without_any_eval_file", "many"):
         repo.write(f"support/{name}.yml", ECHO.format(title=name, prefix=name))
     repo.write(f"{EVALS}/support/triage.yml", TRIAGE_CASES, under_agents=False)
     repo.write(f"{EVALS}/support/broken.yml", BROKEN_CASES, under_agents=False)

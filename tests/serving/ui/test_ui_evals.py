@@ -114,10 +114,10 @@ def test_an_eval_file_with_problems_lists_them_at_file_and_line(ui: FlaskClient)
 
 
 def test_an_agent_without_an_eval_file_says_so_and_where_it_would_go(ui: FlaskClient) -> None:
-    found = section(ui, "/ui/agents/support/plain?release=v1.0.0")
+    found = section(ui, "/ui/agents/support/without_any_eval_file?release=v1.0.0")
     assert text(found) == (
         "Eval cases None: v1.0.0 has no eval file for this agent. Its cases would go in"
-        f" {EVALS}/support/plain.yml , where prompt-registry lint checks them and prompt-registry eval runs them."
+        f" {EVALS}/support/without_any_eval_file.yml , where prompt-registry lint checks them and prompt-registry eval runs them."
     )
 
 
