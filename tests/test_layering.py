@@ -35,7 +35,16 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "registry.store": ("registry.errors", "registry.models", "registry.settings", "registry.format"),
     # What both HTTP servers share: nothing of git, Redis or either service.
     "registry.web": SHARED,
-    "registry.serving": (*SHARED, *BELOW_SERVING, "registry.web"),
+    "registry.serving": (
+        *SHARED,
+        *BELOW_SERVING,
+        "registry.web",
+        # The UI's agent page lists the agent's eval cases, read-only, as lint
+        # reads them: the file's values and its streaming reader, which load
+        # nothing of the executor, the client or the runner (checked below).
+        "registry.evals.dataset",
+        "registry.evals.reading",
+    ),
     "registry.authoring": (
         *SHARED,
         *BELOW_SERVING,
@@ -49,11 +58,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.evals",
     ),
     # Eval datasets and assertions, and the eval runner and its reports:
-    # agents run through the executor on releases read as the service reads them.
+    # agents run through the executor on releases read as the service reads
+    # them (the service is handed in, typed by what it does: the UI lists
+    # eval cases, so the HTTP layer sits above this package).
     "registry.evals": (
         *SHARED,
         *BELOW_SERVING,
-        "registry.serving.service",
         "registry.executor",
         "registry.client",
         "registry.providers",
@@ -279,6 +289,17 @@ def test_starting_the_agent_protocol_service_loads_no_git_redis_or_swagger_ui() 
     program = f"import sys, {', '.join(modules)}\nprint('\\n'.join(sorted(sys.modules)))\n"
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60)
     loaded = [module for module in result.stdout.split() if is_not_for_the_protocol(module)]
+    assert loaded == []
+
+
+@pytest.mark.slow  # imports the server's application in a fresh interpreter
+def test_the_registry_server_loads_no_executor_client_or_provider() -> None:
+    # It reads eval files (the UI lists an agent's cases) through
+    # registry.evals, whose runner runs agents: reading must not bring that in.
+    program = "import sys, registry.serving.app\nprint('\\n'.join(sorted(sys.modules)))\n"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60)
+    running = ("registry.executor", "registry.client", "registry.providers", "registry.evals.runner")
+    loaded = [module for module in result.stdout.split() if any(within(module, p) for p in running)]
     assert loaded == []
 
 

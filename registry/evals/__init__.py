@@ -59,9 +59,11 @@ imports it, and this package's own imports leave ``runner``, ``sides`` and
 ``plan`` out (import them by module); ``CaseRun.of`` only reads the
 ``RunResult`` it is given.
 
-May import: errors, models, settings, format, rendering, store, the
-service (``registry.serving.service``, for releases), executor, client and
-providers. Nothing of the HTTP layer or the CLI.
+May import: errors, models, settings, format, rendering, store, executor,
+client and providers. Nothing of the service, the HTTP layer or the CLI: a
+side's releases are resolved through the service handed to ``open_side``
+(``sides.Releases``), since the UI (in ``registry.serving``) lists eval
+cases through ``dataset`` and ``reading``.
 """
 
 from __future__ import annotations

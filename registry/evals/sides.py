@@ -41,13 +41,26 @@ from registry.evals.runnable import agent_at
 from registry.format.loading import ReleaseCatalog
 from registry.format.safeyaml import YamlLimits
 from registry.models import WORKTREE_TAG, Release, Resolution
-from registry.serving.service import RegistryService
 from registry.store.git import GitStore, GitTree
+from registry.store.protocol import Store
 from registry.store.worktree import open_worktree_catalog
 
 WORKTREE = WORKTREE_TAG
 """The ref of the working tree, uncommitted changes included."""
 _CHUNK = 1 << 20
+
+
+class Releases(Protocol):
+    """What a side's ref is resolved through: the registry's service
+    (``registry.serving.service.RegistryService``), named by what it does so
+    that this package sits below the HTTP layer (whose UI lists eval cases)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    def resolve(self, release: str | None) -> Resolution: ...
+
+    def catalog(self, release: Release) -> ReleaseCatalog: ...
 
 
 class Datasets(Protocol):
@@ -193,7 +206,7 @@ class Side:
         return agent_at(self.catalog, self.resolution, loaded)
 
 
-def open_side(name: SideName, ref: str, service: RegistryService, *, directory: Path | None) -> Side:
+def open_side(name: SideName, ref: str, service: Releases, *, directory: Path | None) -> Side:
     """The side ``ref`` names, resolved now: ``worktree`` (the files of the
     library at ``directory``) or a release of ``service``. Raises
     ``ConfigurationError`` naming the option when it names nothing."""

@@ -9,6 +9,8 @@ deadlines, the slow lane, gunicorn's workers, multiprocess metrics, gevent)
 is ``registry.web``'s.
 
 May import: every package above it (format, rendering, store),
-``registry.web`` and the shared modules. Nothing of authoring, the client,
-the protocol or the CLI.
+``registry.web`` and the shared modules; of ``registry.evals`` only the
+eval file's values and its reader (``dataset``, ``reading``: the UI lists
+an agent's eval cases, read-only), which import no executor or client.
+Nothing of authoring, the client, the protocol or the CLI.
 """

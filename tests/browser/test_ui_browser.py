@@ -31,6 +31,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
 from tests.support.ports import free_port
 from tests.support.servers import RegistryProcess, clean_environment
 from tests.support.triage_agent import triage_service_command
+from tests.support.ui_evals import HOSTILE_TICKET, ui_eval_library
 
 if TYPE_CHECKING:
     # What add_cookies takes, which Playwright names only in its private module.
@@ -79,6 +80,14 @@ inputs:
 def hostile_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
     repo = LibraryRepo(tmp_path_factory.mktemp("hostile"))
     repo.release("v1.0.0", {"evil/agent.yml": HOSTILE, "evil/wide.yml": WIDE})
+    with RegistryProcess("--repo", str(repo.path)) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def evals_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
+    """A repository whose agents have eval files: a hostile case, a judge, a broken file, none."""
+    repo = ui_eval_library(LibraryRepo(tmp_path_factory.mktemp("evals")))
     with RegistryProcess("--repo", str(repo.path)) as process:
         yield process
 
@@ -271,6 +280,48 @@ def test_hostile_text_of_a_definition_and_of_the_inputs_stays_text(
     system = page.locator("#result article.message-system pre")
     assert system.inner_text() == "</pre><script>alert('template')</script><img src=x onerror=alert(3)>"
     assert page.locator("main script, main img, main [onmouseover]").count() == 0
+
+
+def test_an_agent_page_lists_its_eval_cases_as_text_and_leads_to_their_judge(
+    evals_registry: RegistryProcess, open_tab: OpenTab
+) -> None:
+    tab = open_tab(evals_registry.base)
+    page = tab.page
+    tab.goto("/ui/agents/support/triage?release=v1.0.0")
+    cases = page.get_by_role("table", name="Eval cases")
+    assert cases.locator("tbody tr th code").all_inner_texts() == ["refund-simple", "hostile"]
+    hostile = cases.get_by_role("row", name=re.compile("^hostile"))
+    assert hostile.get_by_role("cell").first.inner_text() == '{"ticket": "<script>alert(\'case\')</script>"}'
+    assert HOSTILE_TICKET in hostile.inner_text()
+    assert page.locator("main script, main img").count() == 0
+    section = page.locator("#eval-cases")
+    section.scroll_into_view_if_needed()
+    tab.screenshot("evals", docs=True, part=section)
+
+    tab.follow(cases.get_by_role("link", name="judged by evals/helpfulness, at least 0.7").click)
+    assert page.url == evals_registry.base + "/ui/agents/evals/helpfulness?release=v1.0.0"
+    assert page.get_by_role("heading", level=1).inner_text() == "Helpfulness judge"
+
+
+def test_an_eval_file_with_problems_shows_them_and_a_page_fits_a_phone(
+    evals_registry: RegistryProcess, open_tab: OpenTab
+) -> None:
+    tab = open_tab(evals_registry.base, viewport=PHONE, phone=True)
+    page = tab.page
+
+    def fits() -> bool:
+        return bool(page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"))
+
+    tab.goto("/ui/agents/support/broken?release=v1.0.0")
+    problems = page.locator("#eval-problems li").all_inner_texts()
+    assert len(problems) == 3 and problems[0].endswith("(ai_gateway/evals/support/broken.yml:4)")
+    assert fits()
+    tab.goto("/ui/agents/support/many?release=v1.0.0")
+    assert page.locator("#eval-case-table tbody tr").count() == 50
+    assert fits()
+    tab.goto("/ui/agents/support/without_any_eval_file?release=v1.0.0")  # where its eval file would go: a long path
+    assert "ai_gateway/evals/support/without_any_eval_file.yml" in page.locator("#eval-cases").inner_text()
+    assert fits()
 
 
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])

@@ -27,6 +27,7 @@ from registry.format.diff import AgentChange, classify
 from registry.models import close_matches, did_you_mean
 from registry.serving.answers import RenderAnswer
 from registry.serving.api import SERVICE_KEY, SETTINGS_KEY
+from registry.serving.evalcases import SHOWN, EvalCaseReader
 from registry.serving.service import RegistryService
 from registry.serving.ui import security, tasks
 from registry.serving.ui.forms import Field, FormError, form_fields, inputs_from_form
@@ -39,6 +40,7 @@ from registry.settings import Settings
 log = logging.getLogger(__name__)
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static")
 
+EVAL_CASES_KEY = "prompt_registry.ui.eval_cases"
 _KINDS = {"vanilla": "vanilla", "tool_calling": "tool calling", "rag": "retrieval (rag)", "react": "ReAct"}
 
 
@@ -54,6 +56,7 @@ def install(app: Flask, settings: Settings) -> None:
         sessions = UiSessions(secret, signed_out)
     security.install(app, settings, secret=secret, sessions=sessions)
     tasks.install(app, settings)
+    app.extensions[EVAL_CASES_KEY] = EvalCaseReader(app.extensions[SERVICE_KEY].store)
     app.register_blueprint(bp)
 
 
@@ -64,6 +67,11 @@ def service() -> RegistryService:
 
 def settings() -> Settings:
     found: Settings = current_app.extensions[SETTINGS_KEY]
+    return found
+
+
+def eval_cases() -> EvalCaseReader:
+    found: EvalCaseReader = current_app.extensions[EVAL_CASES_KEY]
     return found
 
 
@@ -319,6 +327,7 @@ def _agent_page(
         for role, source in spec.templates
     ]
     partials = sorted(loaded.partials)
+    pinned = answer.resolution.release
     return render_template(
         "agent.html",
         usecase=usecase,
@@ -343,6 +352,10 @@ def _agent_page(
         problem=problem,
         snippets=_snippets(usecase, name, answer.resolution.release.tag, values or {}),
         source_html=highlighted(json.dumps(loaded.definition, indent=2, ensure_ascii=False), "json"),
+        # The eval file of the same commit as the page, and its judges at the same tag.
+        evals=eval_cases().of_agent(pinned, usecase, name),
+        evals_shown=SHOWN,
+        judge_url=lambda judge: _agent_url(judge, pinned.tag),
     )
 
 
