@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from registry.cli.evalreports import report_targets, write_reports
 from registry.cli.run import add_run_options, build_executor, check_timeouts, model_from
 from registry.cli.sources import add_source_options, command_settings, service_opener
-from registry.cli.terminal import use_colour
 from registry.errors import ConfigurationError, InvalidRequest
 from registry.evals.dataset import MAX_REPEAT
 from registry.evals.gate import FAIL_ON
@@ -84,6 +83,12 @@ def register(commands: Commands) -> None:
     )
     report.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
     report.add_argument(
+        "--report",
+        action="append",
+        metavar="FORMAT=FILE",
+        help="write one more report of the same run, in FORMAT, to FILE (repeatable: --report junit=eval.xml)",
+    )
+    report.add_argument(
         "--fail-on", choices=FAIL_ON, default="regression", help="what fails the gate (default: regression)"
     )
     report.add_argument(
@@ -97,6 +102,7 @@ def _eval(args: argparse.Namespace, stack: ExitStack) -> int:
     from registry.evals.sides import open_side
 
     options = run_options(args)
+    reports = report_targets(args, FORMATS)
     for agent in args.agents:
         _check_agent(agent)
     if args.changed and not args.base:
@@ -109,7 +115,7 @@ def _eval(args: argparse.Namespace, stack: ExitStack) -> int:
     planned = plan(head, base, agents=args.agents, changed=args.changed)
     executor = build_executor(args, stack, model=eval_model(args))
     result = asyncio.run(_evaluate(executor, options, head, base, planned, changed=args.changed))
-    _write_report(args, result)
+    write_reports(reports, result)
     return 0 if result.gate.passed else 1
 
 
@@ -190,21 +196,3 @@ async def _evaluate(
 
     async with executor:  # closing it closes the model: a recording is written then
         return await EvalRunner(executor, options).run(head, base, planned, changed=changed)
-
-
-def _write_report(args: argparse.Namespace, result: EvalRun) -> None:
-    from registry.authoring.colour import paint
-    from registry.evals.reports import RENDERERS, plain
-
-    colour = args.output is None and args.format == "text" and use_colour(sys.stdout)
-    painter = (lambda text, style: paint(text, style, colour=True)) if colour else plain
-    text = RENDERERS[args.format](result, painter)
-    if args.output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        Path(args.output).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
-    gate = result.gate
-    print(f"gate {'passed' if gate.passed else 'failed'} (--fail-on {gate.fail_on}); the report is in {args.output}")

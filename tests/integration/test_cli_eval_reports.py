@@ -12,6 +12,7 @@ import pytest
 
 from registry.cli.evals import FORMATS
 from registry.evals.reports import RENDERERS
+from registry.providers.exchangefile import load_exchanges
 from tests.conftest import LibraryRepo
 from tests.support.cli import run
 from tests.support.eval_library import REPLIES, eval_library, script_yaml
@@ -105,3 +106,64 @@ def test_the_html_page_shows_the_word_diff_and_loads_nothing(library: LibraryRep
     links = Links()
     links.feed(page)
     assert links.targets == ["#dataset-1"]
+
+
+def test_one_run_writes_every_report_asked_for_and_the_model_is_asked_once(
+    library: LibraryRepo, script: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "exchanges.yml"
+    note, junit, page = tmp_path / "note.md", tmp_path / "eval.xml", tmp_path / "eval.html"
+    result = run(
+        "eval", "--repo", str(library.path), "--base", "v1.0.0", "--head", "v1.1.0",
+        "--model", f"scripted:{script}", "--record", str(record), "--format", "text",
+        "--report", f"markdown={note}", "--report", f"junit={junit}", "--report", f"html={page}",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("eval base v1.0.0") and "regressed" in result.stdout
+    assert result.stderr.splitlines()[-3:] == [
+        f"markdown report: {note}",
+        f"junit report: {junit}",
+        f"html report: {page}",
+    ]
+    assert note.read_text(encoding="utf-8").startswith("## prompt-registry eval: ❌ gate failed")
+    assert ET.fromstring(junit.read_text(encoding="utf-8")).tag == "testsuites"
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    # One run: each case of each side reached the model once, not once per report.
+    exchanges = load_exchanges(record)
+    assert exchanges and all(len(exchange.replies) == 1 for exchange in exchanges)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("junit", "--report 'junit': write it FORMAT=FILE, as in --report junit=eval.xml"),
+        ("jnuit=x.xml", "--report 'jnuit=x.xml': no format 'jnuit'; did you mean 'junit'?"),
+        ("pdf=x.pdf", "--report 'pdf=x.pdf': no format 'pdf'; one of text, markdown, junit, json, html"),
+        (
+            "html=/nonexistent/dir/x.html",
+            "cannot write /nonexistent/dir/x.html: there is no directory /nonexistent/dir",
+        ),
+        ("html=.", "cannot write .: it is a directory"),
+    ],
+)
+def test_a_report_that_could_not_be_written_is_refused_before_any_case_runs(
+    library: LibraryRepo, script: Path, tmp_path: Path, value: str, message: str
+) -> None:
+    record = tmp_path / "exchanges.yml"
+    result = run(
+        "eval", "--repo", str(library.path), "--head", "v1.1.0", "--model", f"scripted:{script}",
+        "--record", str(record), "--report", value,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"prompt-registry: {message}\n"
+    assert not record.exists()
+
+
+def test_two_reports_naming_one_file_are_refused(library: LibraryRepo, script: Path, tmp_path: Path) -> None:
+    same = tmp_path / "eval.out"
+    result = run(
+        "eval", "--repo", str(library.path), "--head", "v1.1.0", "--model", f"scripted:{script}",
+        "-o", str(same), "--report", f"junit={same}",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == f"prompt-registry: {same} is named for two reports: give each its own file\n"
