@@ -27,6 +27,7 @@ those ids) keep their keys.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
@@ -66,6 +67,7 @@ class RecordingChatModel:
     def __init__(self, inner: ChatModel, path: str | Path) -> None:
         self.inner = inner
         self.path = Path(path)
+        _prepare_to_write(self.path)
         self.description = f"{inner.description}, recorded to {path}"
         self._groups: dict[tuple[str | None, str], _Group] = {}
         self._lock = threading.Lock()
@@ -226,3 +228,19 @@ def _with_stable_ids(reply: ChatReply, key: str) -> ChatReply:
         for index, call in enumerate(reply.tool_calls)
     )
     return replace(reply, tool_calls=calls)
+
+
+def _prepare_to_write(path: Path) -> None:
+    """Make the recording's folder and check it can be written to, before
+    any model is asked: the file is written once the run is over, when a
+    missing folder would cost every call made."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise ConfigurationError(f"cannot write the recording {path}: a file is in the way of its folder") from exc
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write the recording {path}: {exc.strerror or exc}") from exc
+    if path.is_dir():
+        raise ConfigurationError(f"cannot write the recording {path}: it is a directory")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise ConfigurationError(f"cannot write the recording {path}: permission denied")

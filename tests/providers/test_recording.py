@@ -21,6 +21,7 @@ import pytest
 from registry.errors import ConfigurationError, ModelError
 from registry.executor.scripted import ScriptedModel
 from registry.providers.chat import ChatReply, ChatRequest, StreamItem, TextDelta
+from registry.providers.exchangefile import load_exchanges
 from registry.providers.recording import NOT_RECORDED, RecordingChatModel, ReplayChatModel, exchange_label
 
 T = TypeVar("T")
@@ -260,7 +261,20 @@ def test_closing_closes_the_inner_model_then_writes_the_file_once(tmp_path: Path
     assert [path.name for path in tmp_path.iterdir()] == ["inner.yml"]
 
 
-def test_a_recording_that_cannot_be_written_is_a_configuration_error(tmp_path: Path) -> None:
-    recorder = RecordingChatModel(ScriptedModel.from_replies(REPLIES, source="the test"), tmp_path / "no" / "such.yml")
-    with pytest.raises(ConfigurationError, match=r"cannot write the recording .*no/such.yml: No such file"):
-        asyncio.run(recorder.aclose())
+def test_a_recording_that_cannot_be_written_is_a_configuration_error_before_any_call(tmp_path: Path) -> None:
+    model = ScriptedModel.from_replies(REPLIES, source="the test")
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    with pytest.raises(
+        ConfigurationError, match=r"cannot write the recording .*a-file/such.yml: a file is in the way of its folder$"
+    ):
+        RecordingChatModel(model, tmp_path / "a-file" / "such.yml")
+    with pytest.raises(ConfigurationError, match=r"cannot write the recording .*: it is a directory"):
+        RecordingChatModel(model, tmp_path)
+
+
+def test_the_folder_of_a_recording_is_made_before_any_call(tmp_path: Path) -> None:
+    target = tmp_path / "evals" / "_replays" / "merge-request.yml"
+    recorder = RecordingChatModel(ScriptedModel.from_replies(REPLIES, source="the test"), target)
+    assert target.parent.is_dir() and not target.exists()
+    asyncio.run(recorder.aclose())
+    assert load_exchanges(target) == []
