@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from registry.cli.example_bindings import bind_example
 from registry.cli.run import add_run_options, build_executor, check_timeouts, model_from
 from registry.cli.sources import add_source_options, command_settings, service_opener
 from registry.cli.terminal import use_colour
@@ -99,6 +100,7 @@ def _eval(args: argparse.Namespace, stack: ExitStack) -> int:
     head = open_side("head", args.head, service, directory=directory)
     base = open_side("base", args.base, service, directory=directory) if args.base else None
     planned = plan(head, base, agents=args.agents, changed=args.changed)
+    bind_example(args, stack)
     executor = build_executor(args, stack, model=eval_model(args))
     result = asyncio.run(_evaluate(executor, options, head, base, planned, changed=args.changed))
     _write_report(args, result)
