@@ -3,7 +3,9 @@ base and a head release, or the working tree), compared, and gated.
 
 The library is found as every command finds it (``--repo``, ``--example``,
 the checkout holding the current directory); the model, tools and
-retrievers are bound as ``run`` binds them (``registry.cli.run``), and
+retrievers are bound as ``run`` binds them (``registry.cli.run``; with
+``--example``, the example's own fill in those not given:
+``registry.cli.example_bindings``), and
 ``--record``, ``--replay`` and ``--cache`` wrap that model
 (``registry.providers.recording``, ``registry.providers.chatcache``). The
 work is ``registry.evals``': sides, plan, runner, gate and reports.

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import shlex
 from pathlib import Path
 
 from tests.support.cli import run
 from tests.support.servers import REPOSITORY
 
+README = REPOSITORY / "README.md"
 REPLAY = REPOSITORY / "library" / "replays" / "example.yml"
 SCRIPT = REPOSITORY / "library" / "replies" / "evals.yml"
 SIDES = ("--example", "--base", "v1.0.0", "--head", "v1.1.0")
@@ -69,3 +72,25 @@ def test_the_replayed_example_fixes_three_cases_and_regresses_two(tmp_path: Path
         "support/draft_answer.yml: 1 case passed on base and failed on head: double-charge",
         "support/gated_answer.yml: 1 case passed on base and failed on head: double-charge",
     ]
+
+
+def _steady(line: str) -> str:
+    """A report line without what differs from run to run: how long things took."""
+    return re.sub(r"\d+\.\d+ s\b", "", line).rstrip()
+
+
+def test_the_readme_eval_command_works_as_written_and_prints_what_it_shows() -> None:
+    text = README.read_text(encoding="utf-8")
+    command = re.search(r"```sh\n(\.venv/bin/prompt-registry eval .*?)```", text, re.DOTALL)
+    shown = re.search(r"```text\n(eval base .*?)```", text, re.DOTALL)
+    assert command and shown
+    words = shlex.split(command.group(1).replace("\\\n", " "))
+    result = run(*words[1:], cwd=REPOSITORY)
+    assert result.returncode == 1, result.stderr
+    printed = [_steady(line) for line in result.stdout.splitlines()]
+    # Abridged: each line shown is printed, in that order; "..." stands for lines left out.
+    lines = iter(printed)
+    for line in shown.group(1).splitlines():
+        if line.strip() != "...":
+            assert _steady(line) in lines, f"the README shows {line!r}, which eval does not print there"
+    assert printed[:2] == [_steady(line) for line in shown.group(1).splitlines()[:2]]
