@@ -3,7 +3,9 @@ base and a head release, or the working tree), compared, and gated.
 
 The library is found as every command finds it (``--repo``, ``--example``,
 the checkout holding the current directory); the model, tools and
-retrievers are bound as ``run`` binds them (``registry.cli.run``), and
+retrievers are bound as ``run`` binds them (``registry.cli.run``; with
+``--example``, the example's own fill in those not given:
+``registry.cli.example_bindings``), and
 ``--record``, ``--replay`` and ``--cache`` wrap that model
 (``registry.providers.recording``, ``registry.providers.chatcache``). The
 work is ``registry.evals``': sides, plan, runner, gate and reports.
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from registry.cli.evalreports import report_targets, write_reports
+from registry.cli.example_bindings import bind_example
 from registry.cli.run import add_run_options, build_executor, check_timeouts, model_from
 from registry.cli.sources import add_source_options, command_settings, service_opener
 from registry.errors import ConfigurationError, InvalidRequest
@@ -113,6 +116,7 @@ def _eval(args: argparse.Namespace, stack: ExitStack) -> int:
     head = open_side("head", args.head, service, directory=directory)
     base = open_side("base", args.base, service, directory=directory) if args.base else None
     planned = plan(head, base, agents=args.agents, changed=args.changed)
+    bind_example(args, stack)
     executor = build_executor(args, stack, model=eval_model(args))
     result = asyncio.run(_evaluate(executor, options, head, base, planned, changed=args.changed))
     write_reports(reports, result)

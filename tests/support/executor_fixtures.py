@@ -213,6 +213,7 @@ def library_tools() -> PythonTools:
 REPLIES: dict[str, list[dict[str, Any]]] = {
     "compliance/response_gate": [{"content": '{"allow": true}', "repeat": True}],
     "support/classify_request": [{"content": '{"label": "billing"}', "repeat": True}],
+    "evals/helpfulness": [{"content": '{"score": 0.9, "pass": true, "reason": "answers it"}', "repeat": True}],
     "qa/short_answer": [{"content": '{"reasoning": "counted", "answer": "42"}', "repeat": True}],
     "triage/issue_chunk": [{"content": "[]", "repeat": True}],
     "code_writing/review_function": [
