@@ -56,6 +56,7 @@ from registry.evals.results import (
 )
 from registry.evals.sides import Side
 from registry.executor import Executor, RunResult
+from registry.executor.runtime import NotBound
 from registry.models import shorten
 from registry.providers.recording import exchange_label
 
@@ -308,10 +309,13 @@ class EvalRunner:
 
 def broke(result: RunResult) -> str | None:
     """Why a run could not be judged, when it failed for a reason that is not
-    the agent's: a model call failed (an outage, a timeout, a request a
+    the agent's: it could not start (a tool, retriever or model bound to
+    nothing), or a model call failed (an outage, a timeout, a request a
     replay file does not hold). None for a run that ended by the agent's doing."""
     if result.outcome != "failed":
         return None
+    if result.trace.root.attributes.get("registry.error.reason") == NotBound.reason:
+        return result.error or "the run could not start"
     for span in result.trace.root.walk():
         if span.operation == "chat" and "registry.error.reason" in span.attributes:
             return result.error or span.error or "a model call failed"

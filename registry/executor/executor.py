@@ -43,6 +43,7 @@ from registry.executor.runtime import (
     Budget,
     Failed,
     ModelNames,
+    NotBound,
     RunContext,
     RunStopped,
     Totals,
@@ -311,7 +312,7 @@ class Executor:
                 raise Failed(f"the reply of {name} does not parse: {result.parse_error}")
         except RunStopped as stop:
             outcome, output, error = stop.outcome, stop.output, stop.message
-            root.fail(stop.message)
+            root.fail(stop.message, reason=stop.reason)
         except Exception as exc:  # a bug of ours still ends the run with an outcome, and is logged
             log.exception("the run of %s failed on an internal error", name)
             outcome, error = FAILED, f"internal error of the executor ({type(exc).__name__}: {exc}); please report it"
@@ -484,7 +485,7 @@ class Executor:
             try:
                 member.compiled  # noqa: B018 - compiling checks the definition once, before any call
             except InvalidDefinition as exc:
-                raise Failed(f"{name} is invalid: {exc.detail}") from exc
+                raise NotBound(f"{name} is invalid: {exc.detail}") from exc
             if member.is_composite:
                 continue
             spec = member.compiled.spec
@@ -493,15 +494,15 @@ class Executor:
                     declared.setdefault(tool.name, []).append(name)
             if spec.retriever is not None and spec.retriever not in ctx.retrievers:
                 bound = ", ".join(sorted(ctx.retrievers)) or "none"
-                raise Failed(f"{name} retrieves from {spec.retriever!r}, which no --retriever binds (bound: {bound})")
+                raise NotBound(f"{name} retrieves from {spec.retriever!r}, which no --retriever binds (bound: {bound})")
             ctx.names.resolve(spec.model_name, name)
             problem = ctx.model.binding_problem(spec.model.provider if spec.model is not None else None)
             if problem is not None:
-                raise Failed(f"{name}: {problem}")
+                raise NotBound(f"{name}: {problem}")
         try:
             ctx.tools.check_bound(declared)
         except ConfigurationError as exc:
-            raise Failed(exc.detail) from exc
+            raise NotBound(exc.detail) from exc
 
     # --- sync ----------------------------------------------------------------------------
 

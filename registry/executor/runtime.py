@@ -40,6 +40,8 @@ class RunStopped(Exception):
     """The run ends here with ``outcome``; ``output`` is what it answers, if anything."""
 
     outcome = FAILED
+    reason: str | None = None
+    """Set on the root span as ``registry.error.reason`` when the run ends so."""
 
     def __init__(self, message: str, *, output: str | None = None) -> None:
         super().__init__(message)
@@ -63,6 +65,15 @@ class Failed(RunStopped):
     """A model, tool, input or definition error."""
 
     outcome = FAILED
+
+
+class NotBound(Failed):
+    """The run could not start: a tool, retriever or model its agents need
+    is bound to nothing, or one of its agents is invalid. No model was asked;
+    the run says nothing of how the agent answers (an evaluation counts it
+    an error, not a failure)."""
+
+    reason = "not-bound"
 
 
 @dataclass

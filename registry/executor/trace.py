@@ -73,9 +73,11 @@ class Span:
     def set(self, **attributes: Any) -> None:
         self.attributes.update(attributes)
 
-    def fail(self, error: str) -> None:
+    def fail(self, error: str, *, reason: str | None = None) -> None:
         self.status = "error"
         self.error = error
+        if reason is not None:
+            self.attributes["registry.error.reason"] = reason
 
     def end(self) -> None:
         if self.ended is None:

@@ -165,6 +165,25 @@ def test_a_model_outage_makes_cases_errors_and_stops_the_gate(service: RegistryS
     assert dataset(result, "support/triage.yml").summary("head").pass_rate == 0.0  # the error is left out
 
 
+def test_a_run_that_could_not_start_for_a_tool_bound_to_nothing_is_an_error_not_a_failure(
+    service: RegistryService, library: LibraryRepo
+) -> None:
+    library.write(
+        "support/lookup.yml",
+        "name: Lookup\ntype: tool_calling\nmodel: {name: gpt-test}\nprompt_templates: {user: 'Order {{ order }}'}\n"
+        "inputs: {type: object, required: [order], properties: {order: {type: string}}}\n"
+        "tools: [{name: lookup_order, description: Finds an order., parameters: {type: object}}]\n",
+    )
+    library.write(f"{EVALS}/support/lookup.yml", "cases:\n  - id: a1\n    inputs: {order: A-1}\n", under_agents=False)
+    result, _ = evaluate(service, library, head="worktree", base=None, agents=("support/lookup",))
+    [case] = dataset(result, "support/lookup.yml").cases
+    assert case.head is not None and case.head.status == "error"
+    [run] = case.head.runs
+    assert run.error is not None and "no implementation bound for tool lookup_order" in run.error
+    assert run.llm_calls == 0  # nothing was asked: the run never started
+    assert "support/lookup.yml: 1 case could not be judged on head (error): a1" in result.gate.reasons
+
+
 def test_an_invalid_definition_in_the_working_tree_is_named_and_nothing_runs_for_it(
     service: RegistryService, library: LibraryRepo
 ) -> None:
