@@ -31,6 +31,9 @@ from registry.models import Issue, close_matches, did_you_mean, plural, shorten
 
 MAX_FINDINGS = 200
 """Findings reported for one eval file: a dataset broken on every case says so once, not 100,000 times."""
+RETRIEVED = "passages"
+"""The input a ``rag`` agent's passages arrive in (``registry.executor.turns.PASSAGES``): the executor
+fills it, retrieved or empty, so a case need not give it."""
 
 
 def lint_evals(
@@ -171,12 +174,15 @@ class _FileChecker:
                 where = case.position(("inputs", undeclared), key=True)
                 self._at("eval-inputs", message + (f"; {hint}" if hint else ""), where, hint=hint)
         schema = agent.loaded.compiled.inputs
+        inputs = dict(case.inputs)
+        if agent.loaded.compiled.spec.kind == "rag":
+            inputs.setdefault(RETRIEVED, [])  # the executor retrieves them, or passes none
         if schema is None:
-            for missing in sorted(agent.required - set(given)):
+            for missing in sorted(agent.required - set(inputs)):
                 message = f"case {case.id!r}: {name} needs input {missing!r} (its templates read it)"
                 self._at("eval-inputs", message, case.position(("inputs",)) or case.position())
             return
-        for issue in schema.issues(dict(case.inputs)):
+        for issue in schema.issues(inputs):
             if issue.message.startswith("unexpected input"):
                 continue  # reported above, with a "did you mean"
             path = _pointer_path(issue.path)

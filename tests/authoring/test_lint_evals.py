@@ -85,6 +85,26 @@ def test_an_agent_without_an_inputs_schema_takes_what_its_templates_read(tmp_pat
     ]
 
 
+def test_a_rag_agent_needs_no_passages_from_a_case_the_executor_fills_them(tmp_path: Path) -> None:
+    rag = (
+        "name: Docs\ntype: rag\nrag: {retriever: docs, force_retrieval: true}\n"
+        "prompt_templates: {user: '{{ question }} {% for p in passages %}{{ p.text }}{% endfor %}'}\n"
+        "inputs:\n  type: object\n  required: [question, passages]\n"
+        "  properties: {question: {type: string}, passages: {type: array}}\n"
+    )
+    schemaless = (
+        "name: Docs\ntype: rag\nrag: {retriever: docs}\nprompt_templates: {user: '{{ question }} {{ passages }}'}\n"
+    )
+    evals = {
+        "../evals/docs/answer.yml": "cases:\n  - {id: one, inputs: {question: q}}\n",
+        "../evals/docs/loose.yml": "cases:\n  - {id: one, inputs: {question: q}}\n  - {id: two, inputs: {}}\n",
+    }
+    report = _lint(tmp_path, evals, **{"docs/answer": rag, "docs/loose": schemaless})
+    assert [(f.file.rsplit("/", 1)[-1], f.message) for f in report.findings] == [
+        ("loose.yml", "case 'two': docs/loose needs input 'question' (its templates read it)"),
+    ]
+
+
 def test_an_eval_file_for_an_agent_that_does_not_exist(tmp_path: Path) -> None:
     by_path = _only(_lint(tmp_path / "path", {"../evals/chat/minimall.yml": "cases: [{id: one}]\n"}))
     assert (by_path.rule, by_path.line) == ("eval-agent", 1)
