@@ -178,7 +178,6 @@ def model_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ChatMode
 
 def tool_providers(args: argparse.Namespace) -> list[ToolProvider]:
     from registry.executor import PythonTools
-    from registry.executor.mcp_tools import McpTools
 
     # Like `python -m`: a tools module next to where the command runs imports.
     if "" not in sys.path and os.getcwd() not in sys.path:
@@ -188,6 +187,10 @@ def tool_providers(args: argparse.Namespace) -> list[ToolProvider]:
         name, equals, target = spec.partition("=")
         if not equals or not name or not target:
             raise ConfigurationError(f"--mcp takes NAME=COMMAND or NAME=URL, not {spec!r}")
+        # Only with --mcp: importing the MCP SDK is most of a second of every
+        # `run` and `eval` start (bench/evals.py), and most never use it.
+        from registry.executor.mcp_tools import McpTools
+
         providers.append(McpTools(name, target))
     return providers
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.cli import run
 from tests.support.openai_server import ScriptedModelServer
-from tests.support.servers import RegistryProcess
+from tests.support.servers import RegistryProcess, clean_environment
 
 GATED_REPLIES = """\
 - agent: support/draft_answer
@@ -77,6 +77,21 @@ def test_a_blocked_run_exits_1_with_the_gate_text(tmp_path: Path) -> None:
     assert result.returncode == 1
     answer = json.loads(result.stdout)
     assert answer["outcome"] == "blocked" and "hunter2" not in answer["output"]
+
+
+def test_a_run_without_mcp_never_imports_the_mcp_sdk(replies: Path) -> None:
+    # Importing it took about a second of every start (BENCHMARKS.md, "Evaluations").
+    arguments = ["run", "support/gated_answer", "--example", "--input", "question=refund?"]
+    arguments += ["--model", f"scripted:{replies}"]
+    probe = (
+        "import sys\nfrom registry.cli.main import main\n"
+        f"status = main({arguments!r})\n"
+        "print(status, sorted({name.split('.')[0] for name in sys.modules} & {'mcp', 'mcp_types'}), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=clean_environment()
+    )
+    assert result.stderr.splitlines()[-1] == "0 []", result.stderr
 
 
 def test_a_run_needing_an_unbound_tool_exits_1_naming_it(replies: Path) -> None:

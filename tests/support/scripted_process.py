@@ -166,9 +166,16 @@ def script_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+class _ScriptedHTTPServer(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: when more clients connect at
+    # once (an eval's 20 cases in flight), the kernel drops the rest's
+    # handshakes, which they retry a second later, or read a reset.
+    request_queue_size = 128
+
+
 def serve(port: int, handler: type[BaseHTTPRequestHandler]) -> None:
     """Answer with ``handler`` on loopback ``port`` until SIGTERM."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = _ScriptedHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     # shutdown() waits for serve_forever to return: not from the signal
     # handler, which runs in the thread serve_forever is blocked in.
