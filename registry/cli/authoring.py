@@ -14,16 +14,6 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
-from registry.authoring.commands import (
-    check_release_command,
-    diff_command,
-    parse_command,
-    parse_inputs,
-    render_command,
-    scaffold,
-)
-from registry.authoring.examples import report_text, run_examples
-from registry.authoring.lint import lint
 from registry.authoring.lintformat import FORMATS, render_report
 from registry.cli.sources import (
     LIBRARY_HELP,
@@ -66,6 +56,8 @@ def _add_lint(commands: Commands) -> None:
 def _lint(args: argparse.Namespace, stack: ExitStack) -> int:
     progress = _progress if sys.stderr.isatty() else None
     library = files_library(args)
+    from registry.authoring.lint import lint
+
     report = lint(library.path, root=library.root, progress=progress)
     if progress is not None:
         print("\r\033[K", end="", file=sys.stderr)
@@ -104,6 +96,8 @@ def _add_new(commands: Commands) -> None:
 
 def _new(args: argparse.Namespace, stack: ExitStack) -> int:
     library = files_library(args)
+    from registry.authoring.commands import scaffold
+
     return scaffold(args.agent, library.path, root=library.root)
 
 
@@ -123,6 +117,8 @@ def _add_test(commands: Commands) -> None:
 
 def _test(args: argparse.Namespace, stack: ExitStack) -> int:
     library = files_library(args)
+    from registry.authoring.examples import report_text, run_examples
+
     report = run_examples(library.path, root=library.root, update=args.update)
     sys.stdout.write(report_text(report, colour=use_colour(sys.stdout)))
     return 1 if report.failed else 0
@@ -147,6 +143,8 @@ def _add_diff(commands: Commands) -> None:
 
 def _diff(args: argparse.Namespace, stack: ExitStack) -> int:
     path, settings = _checkout(args)
+    from registry.authoring.commands import diff_command
+
     return diff_command(
         path,
         service_opener(settings),
@@ -180,6 +178,8 @@ def _add_check_release(commands: Commands) -> None:
 
 def _check_release(args: argparse.Namespace, stack: ExitStack) -> int:
     path, settings = _checkout(args)
+    from registry.authoring.commands import check_release_command
+
     return check_release_command(path, service_opener(settings), args.next_version, against=args.against, ref=args.ref)
 
 
@@ -213,6 +213,8 @@ def _parse(args: argparse.Namespace, stack: ExitStack) -> int:
     if args.deprecated_reply_file:
         print("prompt-registry: --output-file is deprecated; use --reply-file", file=sys.stderr)
     reply = args.reply_file or args.deprecated_reply_file
+    from registry.authoring.commands import parse_command
+
     return parse_command(args.agent, service_opener(settings), reply, release=args.release)
 
 
@@ -235,6 +237,8 @@ def _add_render(commands: Commands) -> None:
 
 
 def _render(args: argparse.Namespace, stack: ExitStack) -> int:
+    from registry.authoring.commands import parse_inputs, render_command
+
     return render_command(
         args.agent,
         service_opener(command_settings(args, stack, release=bool(args.release))),

@@ -29,9 +29,6 @@ from registry.cli.example_bindings import bind_example
 from registry.cli.run import add_run_options, build_executor, check_timeouts, model_from
 from registry.cli.sources import add_source_options, command_settings, service_opener
 from registry.errors import ConfigurationError, InvalidRequest
-from registry.evals.dataset import MAX_REPEAT
-from registry.evals.gate import FAIL_ON
-from registry.format.definition import check_agent_name
 
 if TYPE_CHECKING:
     from registry.cli.command import Commands
@@ -46,6 +43,9 @@ if TYPE_CHECKING:
 FORMATS = ("text", "markdown", "junit", "json", "html")
 """The report formats, as ``registry.evals.reports.RENDERERS`` names them
 (named here so that ``--help`` imports no report)."""
+FAIL_ON = ("regression", "failure", "never")
+"""What ``--fail-on`` takes: ``registry.evals.gate.FAIL_ON``, named here so
+that every command's start does not import the evals package."""
 MAX_CONCURRENCY = 256
 
 
@@ -130,6 +130,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     check_timeouts(args)
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
         raise ConfigurationError(f"--concurrency must be from 1 to {MAX_CONCURRENCY}")
+    from registry.evals.dataset import MAX_REPEAT
+
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
         raise ConfigurationError(f"--repeat must be from 1 to {MAX_REPEAT}")
     if args.limit is not None and args.limit < 1:
@@ -156,6 +158,8 @@ def _check_agent(agent: str) -> None:
     usecase, slash, name = agent.partition("/")
     if not slash:
         raise ConfigurationError(f"{agent!r} is not an agent: name one as usecase/name")
+    from registry.format.definition import check_agent_name  # Jinja and jsonschema: for this command only
+
     try:
         check_agent_name(usecase, name)
     except InvalidRequest as exc:

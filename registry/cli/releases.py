@@ -17,10 +17,8 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
-from registry.authoring.examples import GOLDEN_SUFFIX
 from registry.cli.sources import add_source_options, command_settings
 from registry.errors import ConfigurationError, RegistryUnavailable
-from registry.format.bundle import Bundle
 from registry.models import plural
 from registry.settings import Settings, environment_for
 
@@ -155,6 +153,8 @@ def _download_bundle(url: str, release: str | None, token: str | None) -> bytes:
 
 
 def _write_bundle(data: bytes, output: str) -> int:
+    from registry.format.bundle import Bundle  # the definitions' validators: for this command only
+
     bundle = Bundle(data, origin="the exported bundle")
     verified = bundle.verify_all()  # what a client would check, before anyone ships it
     # Written beside the target and renamed: a reader never sees half a bundle.
@@ -179,6 +179,8 @@ def _write_bundle(data: bytes, output: str) -> int:
     invalid = len(bundle.agent_names()) - verified
     # Golden files travel in the bundle (a template may include any file),
     # but they are not partials.
+    from registry.authoring.examples import GOLDEN_SUFFIX  # the examples runner's imports are not this command's
+
     partials = sum(1 for path in bundle.partials if not any(p.endswith(GOLDEN_SUFFIX) for p in path.split("/")[:-1]))
     print(
         f"wrote {output}: {release.tag} ({release.commit[:12]}), {plural(verified, 'agent')}"

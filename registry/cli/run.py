@@ -23,7 +23,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from registry.authoring.commands import parse_inputs
 from registry.cli.sources import add_source_options, command_settings
 from registry.errors import ConfigurationError
 from registry.models import plural
@@ -259,6 +258,8 @@ def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Call
     """Run one agent and print its outcome; the exit code follows the outcome."""
     check_timeouts(args)
     _check_stream_format(args)
+    from registry.authoring.commands import parse_inputs
+
     inputs = dict(parse_inputs(args.input, args.inputs_file))
     history = _history(args.history) if args.history else []
     client = stack.enter_context(registry_client(args, local_settings))

@@ -20,7 +20,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from registry.authoring.lint import find_agents_root
 from registry.errors import ConfigurationError
 from registry.settings import Settings, environment_for
 from registry.store.checkout import Library, configured_root, existing_directory, find_library
@@ -124,6 +123,8 @@ def command_settings(
         **extra,
     )
     if not release and settings.worktree:
+        from registry.authoring.lint import find_agents_root  # lint's imports are for the commands that lint
+
         # Says so the way lint does, rather than "agent does not exist".
         find_agents_root(Path(settings.worktree), settings.root)
     return settings

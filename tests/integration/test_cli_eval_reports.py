@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from registry.cli.evals import FAIL_ON as FAIL_ON_CHOICES
 from registry.cli.evals import FORMATS
+from registry.evals import gate
 from registry.evals.reports import RENDERERS
 from registry.providers.exchangefile import load_exchanges
 from tests.conftest import LibraryRepo
@@ -40,8 +42,9 @@ def report(library: LibraryRepo, script: Path, output: Path, report_format: str,
     return output.read_text(encoding="utf-8")
 
 
-def test_every_report_is_a_format_of_the_command() -> None:
+def test_every_report_is_a_format_of_the_command_and_every_gate_a_fail_on() -> None:
     assert set(FORMATS) == set(RENDERERS)
+    assert FAIL_ON_CHOICES == gate.FAIL_ON
 
 
 def test_the_markdown_note_names_both_releases_and_the_regression_first(

@@ -94,6 +94,21 @@ def test_a_run_without_mcp_never_imports_the_mcp_sdk(replies: Path) -> None:
     assert result.stderr.splitlines()[-1] == "0 []", result.stderr
 
 
+def test_the_command_line_starts_without_the_libraries_only_some_commands_use() -> None:
+    # Each was a part of every command's start, --version included: together
+    # about 0.6 s of imports (lint, the definitions' validators, the client, evals).
+    heavy = {"jinja2", "jsonschema", "httpx", "mcp", "openai", "anthropic", "git"}
+    probe = (
+        "import sys\nimport registry.cli.main\nfrom registry.cli.main import _parser\n_parser()\n"
+        f"print(sorted({{name.split('.')[0] for name in sys.modules}} & set({sorted(heavy)!r})))\n"
+        "print(sorted(n for n in sys.modules if n == 'registry.authoring.lint' or n.startswith('registry.evals')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=clean_environment()
+    )
+    assert result.stdout.splitlines() == ["[]", "[]"], result.stdout + result.stderr
+
+
 def test_a_run_needing_an_unbound_tool_exits_1_naming_it(replies: Path) -> None:
     result = run(
         "run", "assistant/react_text", "--example", "--input", "pipeline_id=4", "--input", "question=why?",

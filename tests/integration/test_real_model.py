@@ -226,3 +226,47 @@ def test_a_cancelled_stream_leaves_the_server_free_for_the_next_call(example: Pa
     )
     reply = asyncio.run(fresh.complete(request))
     assert reply.content is not None
+
+
+def _statuses(report: Path) -> dict[str, tuple[str | None, str | None]]:
+    """Each case of an ``eval --format json`` report: its status on base and on head."""
+    found = json.loads(report.read_text(encoding="utf-8"))
+    return {
+        f"{dataset['agent']}:{case['id']}": tuple(  # type: ignore[misc]
+            (case[side] or {}).get("status") for side in ("base", "head")
+        )
+        for dataset in found["datasets"]
+        for case in dataset["cases"]
+    }
+
+
+def test_an_evaluation_of_two_releases_on_the_real_model_replays_to_the_same_verdicts(
+    models_file: Path, tmp_path: Path
+) -> None:
+    """``eval`` of the example's classifier (changed between the releases)
+    and the route that runs it: every case ends passed, failed or error, no
+    error is the server's, and the exchanges recorded replay, with no
+    model, to the same verdict for every case."""
+    recording, live, replayed = tmp_path / "exchanges.yml", tmp_path / "live.json", tmp_path / "replayed.json"
+    common = ["eval", "--example", "--base", "v1.0.0", "--head", "v1.1.0", "support/classify_request"]
+    common += ["support/routed_answer", "--format", "json"]
+    environment = {**clean_environment(), "OPENAI_API_KEY": "sk-local"}
+    first = subprocess.run(
+        [CLI, *common, "-o", str(live), "--models", str(models_file), "--concurrency", "2", "--record", str(recording)],
+        capture_output=True, text=True, timeout=1800, cwd=REPOSITORY, env=environment,
+    )  # fmt: skip
+    assert first.returncode in (0, 1), first.stderr
+    verdicts = _statuses(live)
+    assert len(verdicts) >= 8 and {status for pair in verdicts.values() for status in pair} <= {
+        "passed", "failed", "error"
+    }  # fmt: skip
+    for dataset in json.loads(live.read_text(encoding="utf-8"))["datasets"]:
+        for case in dataset["cases"]:
+            for run in [run for side in ("base", "head") for run in (case[side] or {}).get("runs", [])]:
+                assert not _server_errors(run["error"] or ""), run["error"]
+    again = subprocess.run(
+        [CLI, *common, "-o", str(replayed), "--replay", str(recording)],
+        capture_output=True, text=True, timeout=300, cwd=REPOSITORY, env=clean_environment(),
+    )  # fmt: skip
+    assert again.returncode == first.returncode, again.stderr
+    assert _statuses(replayed) == verdicts
