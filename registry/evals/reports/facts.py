@@ -11,8 +11,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from registry.evals.results import CaseComparison, CaseResult, DatasetResult, RunRecord, SideSummary
+from registry.evals.results import CaseComparison, CaseResult, DatasetResult, EvalRun, RunRecord, SideSummary
 from registry.evals.stats import CaseScores, Interval, bootstrap_change
+from registry.models import plural
 
 REPLACEMENT = "\ufffd"
 # C0 and C1 controls but tab and newline (a carriage return is a control too:
@@ -145,3 +146,18 @@ def score_interval(dataset: DatasetResult) -> Interval | None:
     if dataset.base is None or not repeated(dataset):
         return None
     return bootstrap_change(CaseScores(_scores(c.base), _scores(c.head)) for c in dataset.cases)
+
+
+def run_settings(run: EvalRun) -> list[str]:
+    """What every report says of how the run went, after its model: the
+    concurrency, the repeat and limit when given, and the runs it made in
+    how long."""
+    settings = run.settings
+    parts = [f"concurrency {settings.concurrency}"]
+    if settings.repeat is not None:
+        parts.append(f"repeat {settings.repeat}")
+    if settings.limit is not None:
+        parts.append(f"limit {settings.limit}")
+    runs = sum(d.summary("head").runs + (d.summary("base").runs if d.base else 0) for d in run.datasets)
+    parts.append(f"{plural(runs, 'run')} in {run.seconds:.2f} s")
+    return parts

@@ -33,6 +33,7 @@ from registry.evals.gate import percent
 from registry.evals.reports.facts import (
     MARKS,
     judge_digests,
+    run_settings,
     runs_passed,
     score_interval,
     seconds_per_run,
@@ -300,13 +301,9 @@ def _header(run: EvalRun) -> Markup:
         for pin in (run.base, run.head)
         if pin is not None
     ]
-    settings = run.settings
-    parts = [Markup("model <code>{}</code>").format(visible(settings.model)), f"concurrency {settings.concurrency}"]
-    parts += [f"repeat {settings.repeat}"] if settings.repeat is not None else []
-    parts += [f"limit {settings.limit}"] if settings.limit is not None else []
-    parts += ["only what changed"] if settings.changed else []
-    runs = sum(d.summary("head").runs + (d.summary("base").runs if d.base else 0) for d in run.datasets)
-    parts.append(f"{plural(runs, 'run')} in {run.seconds:.2f} s")
+    parts = [Markup("model <code>{}</code>").format(visible(run.settings.model)), *run_settings(run)]
+    if run.settings.changed:
+        parts.insert(-1, "only what changed")
     return Markup(
         '<table class="pins">\n<tr><th>side</th><th>requested</th><th>tag</th><th>commit</th><th>channel</th></tr>\n'
         '{rows}\n</table>\n<p class="settings">{settings}</p>'

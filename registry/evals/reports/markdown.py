@@ -44,6 +44,7 @@ from registry.evals.reports.facts import (
     Mark,
     clip,
     judge_digests,
+    run_settings,
     runs_passed,
     score_interval,
     seconds_per_run,
@@ -245,15 +246,7 @@ def _pin(pin: ReleasePin) -> str:
 
 
 def _settings(run: EvalRun) -> str:
-    settings = run.settings
-    parts = [f"model {_code(settings.model)}", f"concurrency {settings.concurrency}"]
-    if settings.repeat is not None:
-        parts.append(f"repeat {settings.repeat}")
-    if settings.limit is not None:
-        parts.append(f"limit {settings.limit}")
-    runs = sum(d.summary("head").runs + (d.summary("base").runs if d.base else 0) for d in run.datasets)
-    parts.append(f"{plural(runs, 'run')} in {run.seconds:.2f} s")
-    return " · ".join(parts)
+    return " · ".join([f"model {_code(run.settings.model)}", *run_settings(run)])
 
 
 def _table(run: EvalRun) -> list[str]:

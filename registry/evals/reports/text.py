@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from registry.evals.gate import percent
 from registry.evals.reports.facts import (
     judge_digests,
+    run_settings,
     runs_passed,
     short_digest,
     shown_run,
@@ -29,7 +30,7 @@ from registry.evals.results import (
     ReleasePin,
     SideSummary,
 )
-from registry.models import plural, shorten
+from registry.models import shorten
 
 Painter = Callable[[str, str], str]
 """Styles ``text`` (the first argument) as the second says: ``bold``,
@@ -78,15 +79,7 @@ def _pin(pin: ReleasePin) -> str:
 
 
 def _settings_line(run: EvalRun) -> str:
-    settings = run.settings
-    parts = [f"model {settings.model}", f"concurrency {settings.concurrency}"]
-    if settings.repeat is not None:
-        parts.append(f"repeat {settings.repeat}")
-    if settings.limit is not None:
-        parts.append(f"limit {settings.limit}")
-    runs = sum(d.summary("head").runs + (d.summary("base").runs if d.base else 0) for d in run.datasets)
-    parts.append(f"{plural(runs, 'run')} in {run.seconds:.2f} s")
-    return " · ".join(parts)
+    return " · ".join([f"model {run.settings.model}", *run_settings(run)])
 
 
 def _dataset_lines(dataset: DatasetResult, paint: Painter) -> Iterator[str]:
