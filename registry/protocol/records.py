@@ -39,6 +39,8 @@ class TaskRecord:
     steps: int = 0
     """How many steps the task has had."""
     running_step_id: str | None = None
+    mode: str = "stepped"
+    """``stepped`` (a client posts each step) or ``background`` (it runs on its own)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class StepRecord:
     finished_at: datetime | None = None
     runner_id: str | None = None
     """The process that runs (or ran) it: a step whose process is gone is failed."""
+    worker: str | None = None
+    """The worker process that ran it (its DBOS executor id), as the UI shows it."""
 
 
 @dataclass(frozen=True)
@@ -93,3 +97,15 @@ class ArtifactRecord:
     sha256: str
     created_at: datetime
     step_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """One entry of a task's event log (``registry.protocol.events`` names the kinds)."""
+
+    task_id: str
+    seq: int
+    """1 for the task's first event: the SSE ``id`` a subscriber resumes after."""
+    kind: str
+    data: dict[str, Any]
+    created_at: datetime

@@ -40,8 +40,8 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.sql.elements import ColumnElement
 
 from registry.errors import ConfigurationError, StoreError
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
-from registry.protocol.tables import actions, artifact_data, artifacts, journal, runners, steps, tasks
+from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskEvent, TaskRecord
+from registry.protocol.tables import actions, artifact_data, artifacts, journal, runners, steps, task_events, tasks
 from registry.settings import redact
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -57,6 +57,8 @@ _MIGRATION_LOCK = 0x70726F6D70726567
 _WRITES = "registry_writes"
 
 _SQLITE_BUSY_TIMEOUT_MS = 5000
+_APPEND_ATTEMPTS = 20
+"""Tries at the next number of a task's event log before its writers are too many."""
 
 # Alembic's ``context`` and ``op`` are module-level proxies: two upgrades at
 # once in one process (two stores opened together) would share them.
@@ -370,6 +372,48 @@ class TaskStore:
         values = {"task_id": task_id, "key": key, "event": dict(event), "recorded_at": datetime.now(timezone.utc)}
         with self._transaction(writes=True) as db:
             db.execute(_upsert_event(db.dialect.name, values))
+
+    # The event log
+
+    def append_event(self, task_id: str, kind: str, data: Mapping[str, Any]) -> int:
+        """Append an entry to the task's event log; its number (1 for the
+        first), committed once this returns. Writers of one task never
+        share a number: the insert picks the next one inside its own
+        transaction, and a writer that loses a race tries again."""
+        for _attempt in range(_APPEND_ATTEMPTS):
+            try:
+                with self._transaction(writes=True) as db:
+                    seq = (
+                        int(
+                            db.execute(
+                                select(func.coalesce(func.max(task_events.c.seq), 0)).where(
+                                    task_events.c.task_id == task_id
+                                )
+                            ).scalar_one()
+                        )
+                        + 1
+                    )
+                    db.execute(
+                        insert(task_events).values(
+                            task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=datetime.now(timezone.utc)
+                        )
+                    )
+                return seq
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, sa_exc.IntegrityError):
+                    raise
+        raise StoreError(f"could not append to the event log of task {task_id!r}: too many writers at once")
+
+    def events_after(self, task_id: str, after: int, *, limit: int = 500) -> list[TaskEvent]:
+        """The task's entries numbered above ``after``, oldest first, at most ``limit``."""
+        with self._transaction() as db:
+            rows = db.execute(
+                select(task_events)
+                .where(task_events.c.task_id == task_id, task_events.c.seq > after)
+                .order_by(task_events.c.seq)
+                .limit(limit)
+            ).all()
+        return [TaskEvent(**row._mapping) for row in rows]
 
     @contextmanager
     def _transaction(self, *, writes: bool = False) -> Iterator[Connection]:

@@ -1,7 +1,8 @@
 """The task store's schema: its tables, as SQLAlchemy reads and writes them.
 
 ``METADATA`` holds every table (tasks, steps, actions, artifacts and their
-bytes, runners, the run journal); ``migrations/versions/`` creates the same
+bytes, runners, the run journal, each task's event log and its push
+notification configurations); ``migrations/versions/`` creates the same
 schema, and a test checks that the two agree. Datetimes are stored as UTC on
 every backend (``UTCDateTime``).
 """
@@ -87,6 +88,9 @@ tasks = Table(
     Column("error", Text),
     Column("steps", Integer, nullable=False),
     Column("running_step_id", String),
+    # "stepped" (a client posts each step) or "background" (the task runs on
+    # its own to its end or its next approval); migration 0003 sets "stepped".
+    Column("mode", String, nullable=False, server_default="stepped"),
     Index(None, "owner", "created_at", "task_id"),
     Index(None, "created_at", "task_id"),
 )
@@ -107,6 +111,8 @@ steps = Table(
     Column("is_last", Boolean, nullable=False),
     Column("finished_at", UTCDateTime),
     Column("runner_id", String),
+    # The worker process that ran the step (its DBOS executor id), shown by the UI.
+    Column("worker", String),
     # Two steps numbered alike would mean two claims both won.
     Index(None, "task_id", "number", unique=True),
     # fail_running_steps: the few running steps among all those ever run.
@@ -177,4 +183,33 @@ journal = Table(
     Column("key", String, primary_key=True),
     Column("event", JSON, nullable=False),
     Column("recorded_at", UTCDateTime, nullable=False),
+)
+
+task_events = Table(
+    "task_events",
+    METADATA,
+    Column("task_id", String, ForeignKey("tasks.task_id", ondelete="CASCADE"), primary_key=True),
+    # 1, 2, 3... per task: the SSE event id a subscriber resumes after (Last-Event-ID).
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("kind", String, nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+"""What happened to each task, in order: what live subscribers are sent
+(``registry.protocol.events`` names the kinds)."""
+
+push_configs = Table(
+    "push_configs",
+    METADATA,
+    Column("config_id", String, primary_key=True),
+    Column("task_id", String, ForeignKey("tasks.task_id", ondelete="CASCADE"), primary_key=True),
+    Column("owner", String, nullable=False),
+    Column("url", Text, nullable=False),
+    # The client's own token, sent back with each notification (A2A's ``token``).
+    Column("token", Text),
+    # A2A's ``authentication`` (schemes and credentials), as the client gave it.
+    Column("authentication", _nullable_json()),
+    # The key each notification's body is signed with (HMAC-SHA256).
+    Column("secret", String, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
 )
