@@ -115,6 +115,12 @@ class Settings:
     agents_max_artifact_bytes: int = 10 * 1024 * 1024
     agents_require_approval: tuple[str, ...] = ()
     agents_url: str | None = None
+    agents_worker: bool = True
+    """Whether this process runs tasks (a DBOS worker) besides serving them."""
+    agents_concurrency: int = 8
+    """Tasks a worker process runs at once."""
+    agents_step_wait: float = 10.0
+    """Seconds a background task's ``POST .../steps`` waits for a step to end."""
     ui_secret: str | None = field(default=None, repr=False)
     ui_secure_cookie: bool = False
 
@@ -155,6 +161,7 @@ class Settings:
             "max_render_bytes",
             "max_request_bytes",
             "agents_max_artifact_bytes",
+            "agents_concurrency",
         ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive number")
@@ -337,6 +344,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("agents_max_artifact_bytes", "REGISTRY_AGENTS_MAX_ARTIFACT_BYTES", int),
     ("agents_require_approval", "REGISTRY_AGENTS_REQUIRE_APPROVAL", lambda raw: _names(raw)),
     ("agents_url", "REGISTRY_AGENTS_URL", _text),
+    ("agents_concurrency", "REGISTRY_AGENTS_CONCURRENCY", int),
     ("ui_secret", "REGISTRY_UI_SECRET", lambda raw: raw),
     ("ui_secure_cookie", "REGISTRY_UI_SECURE_COOKIE", _flag),
 )

@@ -98,8 +98,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
         "registry.providers",
     ),
+    # Durable runs on DBOS: they call the service's step, never import it.
+    "registry.runs": ("registry.errors", "registry.settings"),
     "registry.protocol": (
         *SHARED,
+        "registry.runs",
         "registry.executor",
         "registry.client",
         "registry.rendering",

@@ -10,7 +10,10 @@ and ``store``
 ``tables`` (its schema),
 ``server`` (gunicorn). See docs/agent-protocol.md.
 
-May import: ``registry.executor`` and ``registry.client`` (agents are
+Tasks run on DBOS workers (``registry.runs``): ``advance`` is what a worker
+does for one step, ``events`` the kinds of each task's event log.
+
+May import: ``registry.runs`` (the queue tasks run from), ``registry.executor`` and ``registry.client`` (agents are
 fetched and run through them), ``registry.rendering`` (the render limits
 inputs are checked under), ``registry.format.definition`` (the rule for an
 agent's name, and the compiled agent), ``registry.format.spec`` (the typed views of a definition), the

@@ -1,0 +1,221 @@
+"""DBOS in this process: the task queue, the segment workflow, and their lifecycle.
+
+A task runs as a chain of **segments**, each a workflow with a stable id
+(``task:<task id>:<segment>``): a segment runs steps of the task until the
+service says to stop (an action awaits a decision, the run is over, the
+task was cancelled, or a stepped task's one step is done). A decision or
+the next stepped step enqueues the next segment. So a task waiting hours
+for an approval holds no queue slot and no thread, and DBOS's own
+``recv`` (which would hold both) is not needed.
+
+The service enqueues a segment **in its own transaction** (``enqueue_in``),
+with the change of state that calls for it: DBOS keeps its tables in the
+task store's database (SQLite file or PostgreSQL schema ``dbos``), so the
+two commit together and a crash between them cannot lose a segment.
+
+DBOS is a process-wide singleton: one ``RunEngine`` launched per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from dbos import DBOS, DBOSClient
+from sqlalchemy.engine import Connection
+
+from registry.errors import ConfigurationError
+
+log = logging.getLogger("registry.runs")
+
+QUEUE = "agent-tasks"
+WORKFLOW = "prompt_registry.task_segment"
+APPLICATION = "prompt-registry"
+APPLICATION_VERSION = "task-segments-1"
+"""Workers dequeue only workflows of their own version: this names the
+segment workflow's structure, and changes only when that does."""
+MAX_STEPS_PER_SEGMENT = 10_000
+"""A bound on a segment's loop: the run's own limits end it long before."""
+_RETRY_DELAYS = (1.0, 4.0, 15.0)
+"""Seconds before a background step whose model call failed is tried again."""
+
+
+class Next(str, Enum):
+    """What the service says after a step: go on, stop the segment, or try again later."""
+
+    CONTINUE = "continue"
+    STOP = "stop"
+    RETRY = "retry"
+
+
+class Advance(Protocol):
+    def __call__(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
+        """Run step ``index`` of segment ``segment`` of the task on ``worker``;
+        ``attempt`` counts the tries of a step that asked to be retried."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    task_id: str
+    number: int
+
+    @property
+    def workflow_id(self) -> str:
+        return f"task:{self.task_id}:{self.number}"
+
+
+# The service's step and this worker's id, for the workflow DBOS calls by
+# name: DBOS is one per process, and so are these.
+_advance: Advance | None = None
+_worker = ""
+_advance_lock = threading.Lock()
+
+
+@DBOS.step(name="prompt_registry.task_step")
+def _step(task_id: str, segment: int, index: int, worker: str, attempt: int) -> str:
+    advance = _advance
+    if advance is None:  # a workflow recovered in a process that serves no tasks
+        raise RuntimeError("this process runs no task steps")
+    return advance(task_id, segment, index, worker, attempt).value
+
+
+@DBOS.workflow(name=WORKFLOW)
+def _segment(task_id: str, segment: int, max_steps: int) -> str:
+    """Steps of the task, each recorded by DBOS once it ends, until the
+    service says stop (or ``max_steps``)."""
+    attempt = 0
+    index = 0
+    while index < max_steps:
+        verdict = Next(_step(task_id, segment, index, _worker, attempt))
+        if verdict is Next.STOP:
+            return "stopped"
+        if verdict is Next.RETRY:
+            DBOS.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)])
+            attempt += 1
+            continue
+        attempt = 0
+        index += 1
+    return "max-steps"
+
+
+def new_worker_id() -> str:
+    """A worker's id, unique for its life: host, process and a random part
+    (a process id is reused; a worker's id never is)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def dbos_url(database_url: str) -> str:
+    """The DBOS system database: the task store's own."""
+    return database_url
+
+
+class RunEngine:
+    """DBOS for this process: a client that enqueues and cancels segments
+    (every process), and, in a worker, the launched runtime that runs them
+    with at most ``concurrency`` at once."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        worker: bool,
+        concurrency: int = 8,
+        poll_seconds: float = 0.05,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigurationError(f"a worker runs at least one task at once, not {concurrency}")
+        self.database_url = dbos_url(database_url)
+        self.worker = worker
+        self.concurrency = concurrency
+        self.poll_seconds = poll_seconds
+        self.worker_id = new_worker_id()
+        self._client: DBOSClient | None = None
+        self._launched = False
+
+    def start(self, advance: Advance | None) -> None:
+        """Open the client; in a worker, launch DBOS and listen to the queue."""
+        global _advance, _worker
+        self._client = DBOSClient(system_database_url=self.database_url, application_name=APPLICATION)
+        if not self.worker:
+            return
+        if advance is None:
+            raise ConfigurationError("a worker needs the service's step to run")
+        with _advance_lock:
+            if _advance is not None:
+                raise ConfigurationError("DBOS runs one engine per process, and this process has one")
+            _advance = advance
+            _worker = self.worker_id
+        DBOS(
+            config={
+                "name": APPLICATION,
+                "system_database_url": self.database_url,
+                "executor_id": self.worker_id,
+                "application_version": APPLICATION_VERSION,
+                "log_level": "WARNING",
+            }
+        )
+        DBOS.launch()
+        self._launched = True
+        DBOS.register_queue(
+            QUEUE,
+            worker_concurrency=self.concurrency,
+            polling_interval_sec=self.poll_seconds,
+            on_conflict="always_update",
+        )
+
+    def enqueue_in(self, connection: Connection, segment: Segment, *, max_steps: int = MAX_STEPS_PER_SEGMENT) -> None:
+        """Put ``segment`` on the queue as part of ``connection``'s transaction."""
+        self._require_client().enqueue_in_transaction(
+            connection,
+            {
+                "queue_name": QUEUE,
+                "workflow_name": WORKFLOW,
+                "workflow_id": segment.workflow_id,
+                "app_version": APPLICATION_VERSION,
+            },
+            segment.task_id,
+            segment.number,
+            max_steps,
+        )
+
+    def cancel(self, segment: Segment) -> None:
+        """Stop the segment at its next step (the service has marked the task cancelled)."""
+        try:
+            self._require_client().cancel_workflow(segment.workflow_id)
+        except Exception as exc:  # the task's state already stops it at its next step
+            log.info("cancelling %s: %s", segment.workflow_id, exc)
+
+    def pending(self) -> list[tuple[str, str | None]]:
+        """(workflow id, worker) of every segment a worker has taken and not finished."""
+        found = self._require_client().list_workflows(
+            status="PENDING", queue_name=QUEUE, load_input=False, load_output=False
+        )
+        return [(status.workflow_id, status.executor_id) for status in found]
+
+    def requeue(self, workflow_id: str) -> None:
+        """Put a dead worker's unfinished segment back on the queue: another
+        worker resumes it, replaying the steps DBOS recorded."""
+        self._require_client().resume_workflow(workflow_id, queue_name=QUEUE)
+
+    def close(self) -> None:
+        global _advance, _worker
+        if self._launched:
+            DBOS.destroy(destroy_registry=False)
+            self._launched = False
+            with _advance_lock:
+                _advance = None
+                _worker = ""
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
+
+    def _require_client(self) -> DBOSClient:
+        if self._client is None:
+            raise ConfigurationError("the run engine is not started")
+        return self._client
