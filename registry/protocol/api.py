@@ -212,6 +212,7 @@ def task_json(task: TaskRecord, artifacts: list[ArtifactRecord] | None) -> dict[
         "output": task.output,
         "error": task.error,
         "steps": task.steps,
+        "mode": task.mode,
         "created_at": task.created_at.isoformat(),
         "updated_at": task.updated_at.isoformat(),
     }
@@ -232,6 +233,7 @@ def step_json(step: StepRecord, artifacts: list[ArtifactRecord]) -> dict[str, An
         "artifacts": [artifact_json(a) for a in artifacts],
         "is_last": step.is_last,
         "number": step.number,
+        "worker": step.worker,
         "created_at": step.created_at.isoformat(),
     }
 

@@ -541,8 +541,10 @@ def _record_decision(db: Connection, decision: Decision) -> None:
 def _insert_new(db: Connection, table: Table, values: dict[str, Any]) -> bool:
     """Insert the row unless its primary key is taken; whether it was inserted."""
     dialect = postgresql if db.dialect.name == "postgresql" else sqlite
-    inserted = db.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
-    return inserted.rowcount == 1
+    key = next(iter(table.primary_key.columns))
+    # RETURNING, not rowcount: psycopg's rowcount is not the rows inserted here.
+    inserted = db.execute(dialect.insert(table).values(**values).on_conflict_do_nothing().returning(key))
+    return inserted.first() is not None
 
 
 def _owned_by(owner: str | None) -> list[ColumnElement[bool]]:
