@@ -103,6 +103,22 @@ class StepRunner:
         finished = self._run(task, step, attempt)
         return self._after(self.store.get_task(task_id, owner=None) or task, finished)
 
+    def abandon(self, task_id: str, segment: int, index: int, reason: str) -> None:
+        """The step raised on every try: it ends failed, and so does a
+        background task; a stepped task waits for its next step."""
+        log.error("step %d of segment %d of task %s: %s", index, segment, task_id, reason)
+        task = self.store.get_task(task_id, owner=None)
+        step = self.store.get_step(task_id, step_id_of(task_id, segment, index))
+        if task is None or step is None or step.status not in ("created", "running"):
+            return
+        if task.status == "queued":  # it never began: the task is freed as begin_step would have
+            begun = self.store.begin_step(step, worker=step.worker or "", at=_now())
+            if begun is None:
+                return
+            task, step = begun
+        self._failed(task, step, "an internal error of the service stopped the step; it has been logged",
+                     attempt=RETRIES)  # fmt: skip
+
     def _after(self, task: TaskRecord, step: StepRecord) -> Next:
         """Whether the segment goes on after ``step``."""
         if task.status != "running" or task.mode != "background" or step.is_last:
@@ -121,10 +137,6 @@ class StepRunner:
             # and the task can try again.
             log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, exc)
             return self._failed(task, step, str(exc), attempt=attempt)
-        except BaseException:
-            self._failed(task, step, "an internal error of the service stopped the step; it has been logged",
-                         attempt=RETRIES)  # fmt: skip
-            raise
         failed_call = failed_model_call(result)
         if failed_call is not None:
             # Nothing was journaled for the call: the next step makes it again,

@@ -77,6 +77,8 @@ _DECIDED = {"approve": "approved", "reject": "rejected", "edit": "edited"}
 STEP_WAIT_SECONDS = 10.0
 """How long a background task's ``POST .../steps`` waits for a step to end."""
 _POLL_SECONDS = 0.02
+STEP_WAIT_LIMIT = 3600.0
+"""The longest a stepped task's request waits for its step (a run's own limits end it sooner)."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class TaskService:
     def start(self) -> None:
         """Open the run queue; in a worker, launch DBOS to run tasks from it,
         and look out for the segments of workers that died."""
-        self.engine.start(self.runner.advance if self.engine.worker else None)
+        self.engine.start(self.runner if self.engine.worker else None)
         if self.engine.worker:
             self._sweeper = Sweeper(self.engine)
             self._sweeper.start()
@@ -315,8 +317,10 @@ class TaskService:
         self.engine.enqueue_in(connection, Segment(task.task_id, task.segments), max_steps=1)
 
     def _wait_for_step(self, task_id: str, step_id: str) -> StepRecord:
-        """The step once it is over (a stepped task's request waits for its step)."""
-        while True:
+        """The step once it is over (a stepped task's request waits for its
+        step), or as it is after ``STEP_WAIT_LIMIT`` seconds."""
+        deadline = time.monotonic() + STEP_WAIT_LIMIT
+        while time.monotonic() < deadline:
             step = self.store.get_step(task_id, step_id)
             if step is None:
                 raise StepNotFound(f"task {task_id!r} has no step {step_id!r}")
@@ -326,6 +330,7 @@ class TaskService:
             if task is not None and task.status in TASK_FINISHED and task.running_step_id != step_id:
                 return step  # cancelled before a worker took it
             time.sleep(_POLL_SECONDS)
+        return self.get_step(Caller(ANONYMOUS, admin=True), task_id, step_id)
 
     def _steps_since_last_call(self, caller: Caller, task_id: str) -> StepRecord:
         """A background task's latest step that no request has returned yet,

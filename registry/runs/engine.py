@@ -55,9 +55,15 @@ class Next(str, Enum):
 
 
 class Advance(Protocol):
-    def __call__(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
+    """The service's side of a segment: what each step does."""
+
+    def advance(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
         """Run step ``index`` of segment ``segment`` of the task on ``worker``;
         ``attempt`` counts the tries of a step that asked to be retried."""
+
+    def abandon(self, task_id: str, segment: int, index: int, reason: str) -> None:
+        """Step ``index`` raised on every try: end it as failed, so that the
+        task does not stay running with no worker on it."""
 
 
 @dataclass(frozen=True)
@@ -77,12 +83,51 @@ _worker = ""
 _advance_lock = threading.Lock()
 
 
-@DBOS.step(name="prompt_registry.task_step")
-def _step(task_id: str, segment: int, index: int, worker: str, attempt: int) -> str:
-    advance = _advance
-    if advance is None:  # a workflow recovered in a process that serves no tasks
+class _InFlight:
+    """How many steps this process is running, so that closing waits for them."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._idle:
+            self._count -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, seconds: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=seconds)
+
+
+_in_flight = _InFlight()
+CLOSE_WAIT_SECONDS = 10.0
+"""How long closing waits for the steps under way (the rest go to other workers)."""
+
+
+def _service() -> Advance:
+    service = _advance
+    if service is None:  # a workflow recovered in a process that serves no tasks
         raise RuntimeError("this process runs no task steps")
-    return advance(task_id, segment, index, worker, attempt).value
+    return service
+
+
+# A step that raises (the database away for a moment, a lock held too long)
+# is tried again: what it recorded, it does not do twice.
+@DBOS.step(name="prompt_registry.task_step", retries_allowed=True, max_attempts=4, interval_seconds=0.5)
+def _step(task_id: str, segment: int, index: int, worker: str, attempt: int) -> str:
+    with _in_flight:
+        return _service().advance(task_id, segment, index, worker, attempt).value
+
+
+@DBOS.step(name="prompt_registry.abandon_step", retries_allowed=True, max_attempts=10, interval_seconds=1.0)
+def _abandon(task_id: str, segment: int, index: int, reason: str) -> None:
+    with _in_flight:
+        _service().abandon(task_id, segment, index, reason)
 
 
 @DBOS.workflow(name=WORKFLOW)
@@ -92,7 +137,11 @@ def _segment(task_id: str, segment: int, max_steps: int) -> str:
     attempt = 0
     index = 0
     while index < max_steps:
-        verdict = Next(_step(task_id, segment, index, _worker, attempt))
+        try:
+            verdict = Next(_step(task_id, segment, index, _worker, attempt))
+        except Exception as exc:  # every try raised: the step ends failed, the task goes on or fails
+            _abandon(task_id, segment, index, f"the step could not run: {exc}")
+            return "abandoned"
         if verdict is Next.STOP:
             return "stopped"
         if verdict is Next.RETRY:
@@ -206,6 +255,8 @@ class RunEngine:
     def close(self) -> None:
         global _advance, _worker
         if self._launched:
+            if not _in_flight.wait_idle(CLOSE_WAIT_SECONDS):
+                log.warning("closing with steps under way: other workers take them over")
             DBOS.destroy(destroy_registry=False)
             self._launched = False
             with _advance_lock:
