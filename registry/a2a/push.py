@@ -11,8 +11,9 @@ ones a moment to go before it drops the rest (logged too).
 Each attempt checks the URL again on the addresses its name resolves to
 then (``pushtargets.check_push_url``) and connects to one of them, not to
 whatever the name resolves to a moment later. It is retried, up to
-``PushPolicy.attempts`` in all, after a connection error, a timeout, 429 or
-a 5xx answer: after the ``Retry-After`` the receiver asks for (at most
+``PushPolicy.attempts`` in all, after a connection error, a timeout (of
+any one read, or of the whole attempt: a receiver may not hold a worker
+by answering a byte at a time), 429 or a 5xx answer: after the ``Retry-After`` the receiver asks for (at most
 ``max_retry_after``), else after an exponential backoff with jitter. A
 redirect is not followed, and ends the notification like any other answer
 that is no success; the last failure is logged, with no secret, token or
@@ -35,12 +36,14 @@ import hmac
 import itertools
 import logging
 import random
+import socket
 import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -74,7 +77,8 @@ class PushPolicy:
     grows from ``backoff`` seconds, doubling, up to ``max_backoff``, each
     delay drawn between its half and its whole (jitter); a ``Retry-After``
     is waited out up to ``max_retry_after``. ``timeout`` bounds each
-    attempt's every phase (connect, write, read); ``workers`` threads send,
+    attempt's every phase (connect, write, each read), and
+    ``attempt_seconds`` the whole attempt; ``workers`` threads send,
     from a schedule of at most ``queue_size`` notifications; ``close``
     waits ``drain_seconds`` at most for them."""
 
@@ -83,6 +87,7 @@ class PushPolicy:
     max_backoff: float = 60.0
     max_retry_after: float = 120.0
     timeout: float = 10.0
+    attempt_seconds: float = 30.0
     workers: int = 4
     queue_size: int = 1000
     drain_seconds: float = 5.0
@@ -290,7 +295,7 @@ class PushSender:
         failure: httpx.TransportError | None = None
         for address in target.addresses:
             try:
-                return _post(client, target, address, headers, job.body)
+                return _post(client, target, address, headers, job.body, self._policy.attempt_seconds)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 failure = exc  # nothing was sent: the name's next address may answer
             except httpx.TransportError as exc:
@@ -310,9 +315,11 @@ def _headers(job: _Delivery, timestamp: int) -> dict[str, str]:
     return headers
 
 
-def _post(client: httpx.Client, target: PushTarget, address: str, headers: dict[str, str], body: bytes) -> _Result:
+def _post(
+    client: httpx.Client, target: PushTarget, address: str, headers: dict[str, str], body: bytes, seconds: float
+) -> _Result:
     """One POST to ``address``, with the URL's name as its Host and as the
-    name TLS verifies; the answer's body is never read."""
+    name TLS verifies, ended after ``seconds``; the answer's body is never read."""
     request = client.build_request(
         "POST",
         target.url_for(address),
@@ -320,8 +327,19 @@ def _post(client: httpx.Client, target: PushTarget, address: str, headers: dict[
         headers={**headers, "Host": target.host_header},
         extensions={"sni_hostname": target.server_name},
     )
-    response = client.send(request, stream=True)
-    response.close()
+    with _AttemptDeadline(seconds) as deadline:
+        request.extensions["trace"] = deadline.trace
+        try:
+            response = client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            if deadline.expired:
+                raise httpx.ReadTimeout(f"no answer within {seconds:g} s in all", request=request) from exc
+            raise
+        response.close()
+    return _answered(response)
+
+
+def _answered(response: httpx.Response) -> _Result:
     status = response.status_code
     if 200 <= status < 300:
         return _Result(True)
@@ -331,6 +349,48 @@ def _post(client: httpx.Client, target: PushTarget, address: str, headers: dict[
     if status == 429 or 500 <= status < 600:
         return _Result(False, reason, retry=True, retry_after=parse_retry_after(response.headers.get("Retry-After")))
     return _Result(False, reason)
+
+
+class _AttemptDeadline:
+    """Ends an attempt that outlasts ``seconds`` in all. The timeout bounds
+    each read, so a receiver trickling its answer a byte at a time would
+    otherwise hold a worker thread for as long as it liked. The socket
+    comes from httpx's ``trace`` extension as the connection is made; a
+    shutdown wakes the read blocked on it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's ``trace`` callback: keeps the socket of the connection (the TLS one once TLS starts)."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            with self._lock:
+                self._socket = info["return_value"].get_extra_info("socket")
+                if self.expired:
+                    self._shut()
+
+    def __enter__(self) -> _AttemptDeadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._socket is not None:
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed already: the attempt ended meanwhile
 
 
 def _describe(error: httpx.TransportError | None) -> str:

@@ -128,6 +128,21 @@ def test_a_receiver_that_keeps_failing_is_given_up_after_the_last_attempt_and_lo
     assert "key=k1" not in given_up and config.secret not in given_up
 
 
+def test_a_receiver_trickling_its_answer_is_cut_off_and_does_not_hold_a_worker(
+    tmp_path: Path, configs: PushConfigStore, logs: pytest.LogCaptureFixture
+) -> None:
+    # Each byte comes well within the read timeout: only the whole attempt's bound ends it.
+    policy = PushPolicy(attempts=1, timeout=5.0, attempt_seconds=1.0, drain_seconds=20.0)
+    with PushReceiver(tmp_path, [{"trickle": 0.2, "repeat": True}]) as receiver:
+        config = configs.set("t1", owner="alice", config_id="c1", url=f"http://127.0.0.1:{receiver.port}/hook")
+        sender = PushSender(configs, allowed=LOOPBACK, policy=policy)
+        assert sender.submit(config, BODY)
+        sender.close()
+        assert len(receiver.received()) == 1
+    [given_up] = warnings(logs)
+    assert "given up after 1 attempt: ReadTimeout: no answer within 1 s in all" in given_up
+
+
 def test_a_redirect_is_not_followed(tmp_path: Path, configs: PushConfigStore, logs: pytest.LogCaptureFixture) -> None:
     (tmp_path / "elsewhere").mkdir()
     with PushReceiver(tmp_path / "elsewhere") as elsewhere:

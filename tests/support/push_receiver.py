@@ -3,8 +3,8 @@ service would run one: its own process on a free loopback port, plain or
 behind TLS (``--cert``, ``--key``: a certificate for ``localhost``).
 
 Each ``POST`` takes the next reply of the script (``{"status": 503}``,
-``{"status": 429, "headers": {"Retry-After": "1"}}``; 200 once the script is
-used up) and is logged as one JSON line: the path, every header, and the
+``{"status": 429, "headers": {"Retry-After": "1"}}``, ``{"trickle": 0.2}``: a
+header a byte at a time, never finished; 200 once the script is used up) and is logged as one JSON line: the path, every header, and the
 body's exact bytes in base64, for a test to check the signature over them.
 
     python -m tests.support.push_receiver --port 8000 --script replies.json --log requests.jsonl
@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,24 @@ class ReceiverHandler(ScriptedHandler):
         with self.log_path.open("a", encoding="utf-8") as log:
             log.write(json.dumps(entry) + "\n")
         reply = self.script.next_reply("") or {}
+        if reply.get("trickle"):
+            self._trickle(float(reply["trickle"]))
+            return
         self._send(int(reply.get("status", 200)), b"{}", reply.get("headers"))
+
+    def _trickle(self, interval: float) -> None:
+        """An answer that never ends: its headers a byte every ``interval``
+        seconds, until the client hangs up (or a minute has passed)."""
+        self.close_connection = True
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(interval)
+        except OSError:
+            pass  # the client gave up: what the test waits for
 
 
 class PushReceiver(ScriptedServerProcess):
