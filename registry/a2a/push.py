@@ -13,11 +13,11 @@ then (``pushtargets.check_push_url``) and connects to one of them, not to
 whatever the name resolves to a moment later. It is retried, up to
 ``PushPolicy.attempts`` in all, after a connection error, a timeout (of
 any one read, or of the whole attempt: a receiver may not hold a worker
-by answering a byte at a time), 429 or a 5xx answer: after the ``Retry-After`` the receiver asks for (at most
-``max_retry_after``), else after an exponential backoff with jitter. A
-redirect is not followed, and ends the notification like any other answer
-that is no success; the last failure is logged, with no secret, token or
-query string.
+by answering a byte at a time), 429 or a 5xx answer: after the
+``Retry-After`` the receiver asks for (at most ``max_retry_after``), else
+after an exponential backoff with jitter. A redirect is not followed, and
+ends the notification like any other answer that is no success; the last
+failure is logged, with no secret, token or query string.
 
 Every request carries (docs/a2a.md shows a receiver verifying them)::
 
