@@ -181,7 +181,8 @@ class PushSender:
                 self._deadline = time.monotonic() + wait
             self._condition.notify_all()
         for thread in self._threads:
-            thread.join(wait + self._policy.timeout * 2)
+            # An attempt begun before the deadline may run its course (its URL's resolution too).
+            thread.join(wait + self._policy.attempt_seconds + self._policy.timeout)
         with self._condition:
             dropped, self._schedule = len(self._schedule), []
         if dropped:
@@ -218,7 +219,8 @@ class PushSender:
                 self._condition.wait(min(waits) if waits else None)
 
     def _later(self, job: _Delivery, delay: float) -> bool:
-        """Schedule a retry; False when the sender closes before it is due."""
+        """Schedule a delivery ``delay`` seconds from now; False when the
+        sender closes before it is due."""
         due = time.monotonic() + delay
         with self._condition:
             if self._deadline is not None and due >= self._deadline:
