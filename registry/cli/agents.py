@@ -65,6 +65,14 @@ def register(commands: Commands) -> None:
         metavar="TOOL",
         help="a tool that waits for the user's decision before it runs (repeatable) [REGISTRY_AGENTS_REQUIRE_APPROVAL]",
     )
+    agents_serve.add_argument(
+        "--allow-push-to",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a network push notifications may reach although it is loopback, private or link-local"
+        " (10.1.0.0/16, fd00::/8, 127.0.0.1; repeatable) [REGISTRY_AGENTS_ALLOW_PUSH_TO]",
+    )
     agents_serve.add_argument("--host", help="address to listen on (default 127.0.0.1) [REGISTRY_HOST]")
     agents_serve.add_argument("--port", type=int, help="port (default 8090) [REGISTRY_PORT]")
     agents_serve.add_argument("--workers", type=int, help="worker processes (default 1)")
@@ -84,6 +92,7 @@ def _agents_serve(args: argparse.Namespace, stack: ExitStack) -> int:
         "agents_database_url": args.database_url,
         "agents_release": args.release,
         "agents_require_approval": approvals,
+        "agents_allow_push_to": tuple(args.allow_push_to) or None,
     }
     library = None if args.registry else command_settings(args, stack)
     data_dir = args.data_dir or os.environ.get("REGISTRY_DATA_DIR") or default_data_dir(os.environ)
