@@ -43,6 +43,9 @@ import time.
     REGISTRY_AGENTS_MAX_ARTIFACT_BYTES 10485760         largest artifact a client may upload
     REGISTRY_AGENTS_REQUIRE_APPROVAL (none)             comma-separated tools that wait for the user's decision
     REGISTRY_AGENTS_URL             (none)              the Agent Protocol service the UI shows tasks of
+    REGISTRY_AGENTS_ALLOW_PUSH_TO   (none)              comma-separated networks (CIDR: 10.1.0.0/16, fd00::/8,
+                                                        127.0.0.1) that push notifications may reach although
+                                                        they are loopback, private, link-local or reserved
     REGISTRY_UI_SECRET              (random per start)  signs the UI's session cookie and keys the encryption of
                                                         the token in it; give one to several replicas
     REGISTRY_UI_SECURE_COOKIE       false               send the session cookie over HTTPS only
@@ -58,6 +61,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -121,6 +125,7 @@ class Settings:
     """Tasks a worker process runs at once."""
     agents_step_wait: float = 10.0
     """Seconds a background task's ``POST .../steps`` waits for a step to end."""
+    agents_allow_push_to: tuple[str, ...] = ()
     ui_secret: str | None = field(default=None, repr=False)
     ui_secure_cookie: bool = False
 
@@ -194,9 +199,25 @@ class Settings:
                 "the agents database URL must be sqlite:///PATH or postgresql+psycopg://USER@HOST/DB,"
                 f" not {redact(self.agents_database_url)!r}"
             )
+        # Written as ipaddress writes them, so that 127.0.0.1 reads 127.0.0.1/32 everywhere.
+        object.__setattr__(self, "agents_allow_push_to", tuple(str(n) for n in self.push_networks))
         for kind, tokens in (("API", self.api_tokens), ("admin", self.admin_tokens)):
             if any(len(token) < _MIN_TOKEN_LENGTH for token in tokens):
                 raise ConfigurationError(f"every {kind} token must be at least {_MIN_TOKEN_LENGTH} characters long")
+
+    @property
+    def push_networks(self) -> tuple[IPv4Network | IPv6Network, ...]:
+        """The networks of ``agents_allow_push_to``, which push notifications
+        may reach although their addresses are not public."""
+        networks = []
+        for text in self.agents_allow_push_to:
+            try:
+                networks.append(ip_network(text.strip(), strict=True))
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"allow-push-to {text!r} is not a network (10.1.0.0/16, fd00::/8, 127.0.0.1): {exc}"
+                ) from None
+        return tuple(networks)
 
     @property
     def source_description(self) -> str:
@@ -345,6 +366,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("agents_require_approval", "REGISTRY_AGENTS_REQUIRE_APPROVAL", lambda raw: _names(raw)),
     ("agents_url", "REGISTRY_AGENTS_URL", _text),
     ("agents_concurrency", "REGISTRY_AGENTS_CONCURRENCY", int),
+    ("agents_allow_push_to", "REGISTRY_AGENTS_ALLOW_PUSH_TO", lambda raw: _names(raw)),
     ("ui_secret", "REGISTRY_UI_SECRET", lambda raw: raw),
     ("ui_secure_cookie", "REGISTRY_UI_SECURE_COOKIE", _flag),
 )

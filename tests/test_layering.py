@@ -110,6 +110,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.format.spec",
         "registry.web",
     ),
+    # The A2A service over the Agent Protocol service's tasks; Retry-After
+    # read as every HTTP caller reads it.
+    "registry.a2a": (*SHARED, "registry.protocol", "registry.client.retry_after"),
     "registry.cli": ("registry",),
     # Entry points: `python -m registry`, and `registry.app:create_app` as
     # deployments name the application.

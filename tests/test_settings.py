@@ -43,11 +43,21 @@ def test_settings_are_frozen() -> None:
         {"REGISTRY_ROOT": "a/../../b"},
         {"REGISTRY_LOG_LEVEL": "loud"},
         {"REGISTRY_REPO": "/a", "REGISTRY_WORKTREE": "/b"},
+        {"REGISTRY_AGENTS_ALLOW_PUSH_TO": "hooks.internal"},
+        {"REGISTRY_AGENTS_ALLOW_PUSH_TO": "10.0.0.1/8"},
     ],
 )
 def test_bad_values_are_configuration_errors(environ: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError):
         Settings.from_env(environ)
+
+
+def test_networks_push_notifications_may_reach_are_read_as_cidr() -> None:
+    settings = Settings.from_env({"REGISTRY_AGENTS_ALLOW_PUSH_TO": "127.0.0.1, 10.1.0.0/16,fd00::/8"})
+    assert settings.agents_allow_push_to == ("127.0.0.1/32", "10.1.0.0/16", "fd00::/8")
+    assert [str(network) for network in settings.push_networks] == ["127.0.0.1/32", "10.1.0.0/16", "fd00::/8"]
+    assert Settings.from_env({}, agents_allow_push_to=("::1",)).agents_allow_push_to == ("::1/128",)
+    assert Settings().push_networks == ()
 
 
 def test_the_sync_failing_limit_reaches_the_syncer(tmp_path: Path) -> None:

@@ -94,6 +94,14 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
         metavar="TOOL",
         help="a tool that waits for the user's decision before it runs (repeatable) [REGISTRY_AGENTS_REQUIRE_APPROVAL]",
     )
+    parser.add_argument(
+        "--allow-push-to",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a network push notifications may reach although it is loopback, private or link-local"
+        " (10.1.0.0/16, fd00::/8, 127.0.0.1; repeatable) [REGISTRY_AGENTS_ALLOW_PUSH_TO]",
+    )
 
 
 def _add_concurrency(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +136,7 @@ def _settings(args: argparse.Namespace, stack: ExitStack, extra: Mapping[str, An
         "agents_database_url": args.database_url,
         "agents_release": args.release,
         "agents_require_approval": tuple(args.require_approval) or None,
+        "agents_allow_push_to": tuple(args.allow_push_to) or None,
         "agents_concurrency": args.concurrency,
         **extra,
     }

@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,14 @@ class TaskStore:
     def close(self) -> None:
         """Close every connection the store holds."""
         self._engine.dispose()
+
+    def transaction(self, *, writes: bool = False) -> AbstractContextManager[Connection]:
+        """One transaction on the store's database, for the tables another
+        package keeps there (``registry.a2a``'s push configurations):
+        committed when the block ends without an error, a database failure
+        raised as ``StoreError``. ``writes`` says the transaction writes
+        (on SQLite it then takes the write lock when it begins)."""
+        return self._transaction(writes=writes)
 
     # Tasks
 

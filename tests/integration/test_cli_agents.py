@@ -126,6 +126,7 @@ def test_bad_options_of_agents_serve_exit_2_with_one_line(tmp_path: Path) -> Non
         (["--database-url", "mysql://u:secret@h/db"], "the agents database URL must be"),
         (["--model", "scripted:missing.yml"], "missing.yml does not exist"),
         (["--registry", "ftp://x"], "expected an http(s) URL"),
+        (["--allow-push-to", "10.1.0.0/16", "--allow-push-to", "hooks.internal"], "is not a network"),
     ]:
         result = subprocess.run(
             [CLI, "agents", "serve", "--example", "--port", str(free_port()), "--data-dir", "d", *arguments],

@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -48,6 +49,7 @@ class ScriptedServerProcess:
         log: str,
         what: str,
         options: Sequence[str] = (),
+        health_tls: ssl.SSLContext | None = None,
     ) -> None:
         self.port = free_port()
         self._module = module
@@ -56,6 +58,8 @@ class ScriptedServerProcess:
         self.log = directory / log
         self._options = list(options)
         self._what = what
+        # A server behind TLS is asked https://localhost/health, trusting what this context trusts.
+        self._health_tls = health_tls
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self: _Self) -> _Self:
@@ -63,9 +67,10 @@ class ScriptedServerProcess:
         command += ["--script", str(self._script), "--log", str(self.log), *self._options]
         self._process = subprocess.Popen(command, cwd=REPOSITORY)
         deadline = time.monotonic() + _STARTUP_SECONDS
+        health = f"https://localhost:{self.port}/health" if self._health_tls else f"http://127.0.0.1:{self.port}/health"
         while True:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1).close()
+                urllib.request.urlopen(health, timeout=1, context=self._health_tls).close()
                 return self
             except OSError:
                 if self._process.poll() is not None or time.monotonic() > deadline:
@@ -173,9 +178,12 @@ class _ScriptedHTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def serve(port: int, handler: type[BaseHTTPRequestHandler]) -> None:
-    """Answer with ``handler`` on loopback ``port`` until SIGTERM."""
+def serve(port: int, handler: type[BaseHTTPRequestHandler], *, tls: ssl.SSLContext | None = None) -> None:
+    """Answer with ``handler`` on loopback ``port`` until SIGTERM; over TLS
+    with ``tls`` (a server context holding its certificate)."""
     server = _ScriptedHTTPServer(("127.0.0.1", port), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     # shutdown() waits for serve_forever to return: not from the signal
     # handler, which runs in the thread serve_forever is blocked in.

@@ -1,0 +1,1 @@
+"""Unit tests of registry.a2a: push notification targets, configurations and their signing and retry policy."""

@@ -1,0 +1,36 @@
+"""Tasks to hang push notification configurations on: a task store holding
+tasks of the owners a test names, for the tests of ``registry.a2a``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from registry.protocol.records import TaskRecord
+from registry.protocol.store import TaskStore
+
+CREATED = datetime(2026, 5, 9, 12, 0, tzinfo=timezone.utc)
+
+
+def task_store_with(url: str, tasks: dict[str, str]) -> TaskStore:
+    """A task store at ``url`` (migrated on opening) holding a task per
+    entry of ``tasks``: its id, and its owner."""
+    store = TaskStore(url)
+    for task_id, owner in tasks.items():
+        store.create_task(
+            TaskRecord(
+                task_id=task_id,
+                owner=owner,
+                input="summarise the ticket",
+                additional_input={},
+                agent="support/triage",
+                release_requested="latest",
+                release_tag="v1.0.0",
+                release_commit="0" * 40,
+                digest="sha256:" + "ab" * 32,
+                inputs={},
+                status="created",
+                created_at=CREATED,
+                updated_at=CREATED,
+            )
+        )
+    return store
