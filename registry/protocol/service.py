@@ -328,7 +328,9 @@ class TaskService:
                 return step
             task = self.store.get_task(task_id, owner=None)
             if task is not None and task.status in TASK_FINISHED and task.running_step_id != step_id:
-                return step  # cancelled before a worker took it
+                # Over (the step ended with the task, read again: it may have ended
+                # since it was read above), or cancelled before a worker took it.
+                return self.store.get_step(task_id, step_id) or step
             time.sleep(_POLL_SECONDS)
         return self.get_step(Caller(ANONYMOUS, admin=True), task_id, step_id)
 

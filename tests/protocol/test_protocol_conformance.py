@@ -102,13 +102,27 @@ LINKED_CONFIG = SchemathesisConfig.from_dict(
     }
 )
 
+# DBOS's queue threads draw from the global random module (their polling
+# jitter) while Hypothesis generates a case, which it takes for a strategy
+# using random: they share the process, not the strategy.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
+)
+
+# Each scenario on a fresh service, whose DBOS worker takes ~2 s to launch
+# and stop: 30 scenarios of up to 10 linked calls each.
 STATEFUL = hypothesis.settings(
-    max_examples=80,
+    max_examples=30,
     stateful_step_count=10,
     derandomize=True,
     database=None,
     deadline=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.filter_too_much],
+    suppress_health_check=[
+        hypothesis.HealthCheck.too_slow,
+        hypothesis.HealthCheck.filter_too_much,
+        # One service for every example of a test, on purpose (made per test, not per module).
+        hypothesis.HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
@@ -165,6 +179,7 @@ def test_the_document_checked_is_the_one_served(service: Service) -> None:
 
 
 @schema.parametrize()
+@hypothesis.settings(suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
 def test_every_operation_answers_generated_requests_as_the_document_says(case: Case[Any], service: Service) -> None:
     if case.path_parameters and "task_id" in case.path_parameters:
         # Any string is a valid task_id, and hardly any names a task: the
@@ -184,17 +199,17 @@ def new_task(service: Service) -> str:
 class Dispatcher:
     """The WSGI app schemathesis calls: whichever service is current."""
 
-    def __init__(self) -> None:
-        self.service: Service | None = None
+    def __init__(self, service: Service) -> None:
+        self.service = service
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        assert self.service is not None, "a scenario's setup makes its service"
         answer: Iterable[bytes] = self.service.app(environ, start_response)
         return answer
 
 
 def test_sequences_of_linked_operations_answer_as_the_document_says(new_service: Callable[[], Service]) -> None:
-    dispatcher = Dispatcher()
+    make = new_service
+    dispatcher = Dispatcher(make())
     linked = schemathesis.openapi.from_wsgi(OPENAPI, dispatcher, config=LINKED_CONFIG)
 
     class EachScenarioOnAFreshService(linked.as_state_machine()):  # type: ignore[misc]  # a class made at run time
@@ -202,11 +217,10 @@ def test_sequences_of_linked_operations_answer_as_the_document_says(new_service:
         one replays, and shrinks, the same way every time."""
 
         def setup(self) -> None:
-            dispatcher.service = new_service()
+            dispatcher.service.close()
+            dispatcher.service = make()
 
-        def teardown(self) -> None:
-            if dispatcher.service is not None:
-                dispatcher.service.close()
-                dispatcher.service = None
-
-    EachScenarioOnAFreshService.run(settings=STATEFUL)
+    try:
+        EachScenarioOnAFreshService.run(settings=STATEFUL)
+    finally:
+        dispatcher.service.close()
