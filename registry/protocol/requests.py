@@ -32,7 +32,8 @@ from registry.models import Issue, close_matches, did_you_mean, json_pointer, sh
 from registry.protocol.records import ActionRecord
 from registry.rendering import RenderLimits
 
-TASK_KEYS = ("agent", "release", "inputs")
+TASK_KEYS = ("agent", "release", "inputs", "mode")
+TASK_MODES = ("stepped", "background")
 STEP_KEYS = ("decision", "reason", "arguments")
 DECISIONS = ("approve", "reject", "edit")
 _UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -63,6 +64,8 @@ def refuse_unknown_keys(extra: Mapping[str, Any], allowed: Sequence[str], *, hin
 
 def check_task_keys(extra: Mapping[str, Any]) -> None:
     refuse_unknown_keys(extra, TASK_KEYS, hint="an agent's inputs go under additional_input.inputs, and " + _TEXT_INPUT)
+    if extra.get("mode", "stepped") not in TASK_MODES:
+        raise unprocessable("additional_input.mode must be stepped or background", "/additional_input/mode")
 
 
 def check_step_keys(extra: Mapping[str, Any]) -> None:

@@ -235,6 +235,7 @@ class TaskService:
             status=transition("task", "(new)", "create").target,
             created_at=now,
             updated_at=now,
+            mode=str(extra.get("mode", "stepped")),
         )
         self.store.create_task(task)
         return task
@@ -312,6 +313,21 @@ class TaskService:
             reason = f"{failed_call}; the task can go on: post a new step to try the call again"
             return self._finish_failed(claimed, step, reason, additional=step_output(claimed, result.run_trace))
         return self._finish(claimed, step, result)
+
+    def decide(self, caller: Caller, task_id: str, decision: Mapping[str, Any]) -> ActionRecord:
+        """Decide the task's pending action (``decision``: ``decision``,
+        ``reason``, ``arguments``, as a step's ``additional_input`` carries
+        them) and run the task on: here, one step in the caller's thread.
+        The action as decided; 404 for a task the caller may not see, 409
+        when no action is pending."""
+        self.get_task(caller, task_id)
+        pending = self.store.pending_action(task_id)
+        if pending is None:
+            raise InvalidState(
+                "no action is pending: a decision has nothing to decide", entity="action", state="none", allowed=[]
+            )
+        self.execute_step(caller, task_id, {"additional_input": dict(decision)})
+        return next(a for a in self.store.list_actions(task_id) if a.action_id == pending.action_id)
 
     def _decide(self, pending: ActionRecord, decision: Mapping[str, Any], step: StepRecord) -> None:
         choice = str(decision["decision"])
