@@ -24,9 +24,15 @@ from a2a.types import (
     Part,
     SendMessageResponse,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import (
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 
 from registry.a2a.cards import AGENT_EXTENSION
 from registry.a2a.mapping import plain, struct_plain
@@ -233,6 +239,20 @@ def test_a_rejection_carries_its_reason_and_an_edit_its_arguments(server: A2ASer
     assert [(a["status"], a["reason"]) for a in actions] == [("rejected", "not that one")]
     actions = httpx.get(f"{server.base}/ap/v1/agent/tasks/{edited.id}/actions", timeout=30).json()["actions"]
     assert [(a["status"], a["edited_arguments"]) for a in actions] == [("edited", {"word": "cow"})]
+
+
+def test_without_a_push_configuration_store_push_is_refused_and_the_card_says_so(server: A2AServer) -> None:
+    task = start(server, Part(text="ox?"))
+    card = httpx.get(f"{agent_url(server)}/.well-known/agent-card.json", timeout=30).json()
+    assert card["capabilities"]["pushNotifications"] is False
+
+    async def configure() -> None:
+        async with sdk_client(agent_url(server)) as client:
+            config = TaskPushNotificationConfig(task_id=task.id, url="https://hooks.example/a2a")
+            with pytest.raises(PushNotificationNotSupportedError):
+                await client.create_task_push_notification_config(config)
+
+    asyncio.run(configure())
 
 
 # --- who may see what --------------------------------------------------------------------
