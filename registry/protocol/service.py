@@ -66,6 +66,7 @@ from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.requests import relative_path as checked_relative_path
 from registry.protocol.states import TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
+from registry.protocol.tasklog import TaskLog, worker_id
 
 log = logging.getLogger("registry.protocol")
 
@@ -143,6 +144,7 @@ class TaskService:
         self.default_release = default_release
         self.max_artifact_bytes = max_artifact_bytes
         self.runner_id = str(uuid.uuid4())
+        self.events = TaskLog(store)
         self._stopping = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -237,6 +239,7 @@ class TaskService:
             updated_at=now,
         )
         self.store.create_task(task)
+        self.events.created(task)
         return task
 
     def get_task(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -254,6 +257,7 @@ class TaskService:
         cancelled = replace(task, status=target, updated_at=_now())
         if not self.store.set_task_status(task_id, from_states=(task.status,), task=cancelled):
             raise _conflict(self.get_task(caller, task_id), "cancel")
+        self.events.state(cancelled)
         return cancelled
 
     # --- steps ---------------------------------------------------------------------------
@@ -285,6 +289,7 @@ class TaskService:
             input=text,
             additional_input=dict(extra),
             runner_id=self.runner_id,
+            worker=worker_id(),
         )
         claimed = self.store.claim_task(
             task_id, owner=caller.scope, step=step, from_states=("created", "waiting_for_input")
@@ -292,10 +297,11 @@ class TaskService:
         if claimed is None:
             raise _conflict(self.get_task(caller, task_id), "step")
         step = replace(step, number=claimed.steps)  # as the store numbered it, whatever raced
+        self.events.step_started(claimed, step)
         try:
             if decision is not None and pending is not None:
                 self._decide(pending, decision, step)
-            result = self._advance(claimed)
+            result = self._advance(claimed, step)
         except RegistryError as exc:
             # The registry could not give the pinned agent: the step fails,
             # and the task can try again.
@@ -331,11 +337,13 @@ class TaskService:
             pending.key,
             {"decision": choice, "reason": decision.get("reason"), "arguments": edited},
         )
+        self.events.action(replace(pending, status=_DECIDED[choice], decided_by_step_id=step.step_id))
 
-    def _advance(self, task: TaskRecord) -> StepResult:
+    def _advance(self, task: TaskRecord, step: StepRecord) -> StepResult:
         agent = self._pinned(task)
         journal = _StoreJournal(self.store, task.task_id)
-        return self.executor.step(agent, task.inputs, journal=journal)
+        with self.events.sink(task.task_id, step.step_id) as sink:
+            return self.executor.step(agent, task.inputs, journal=journal, sink=sink)
 
     def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult) -> StepRecord:
         trace = result.run_trace
@@ -397,6 +405,7 @@ class TaskService:
             created_at=_now(),
         )
         self.store.add_action(action)
+        self.events.action(action)
         return action_json(action)
 
     def _finish_failed(
@@ -420,6 +429,7 @@ class TaskService:
             # what is stored is the answer.
             stored = self.store.get_step(task.task_id, finished.step_id)
             return stored if stored is not None else finished
+        self.events.step_finished(finished, finished_task)
         return finished
 
     def get_step(self, caller: Caller, task_id: str, step_id: str) -> StepRecord:
@@ -470,6 +480,7 @@ class TaskService:
         )
         transition("artifact", "(new)", "upload")
         self.store.add_artifact(artifact, data)
+        self.events.artifact(artifact)
         return artifact
 
     def _tool_file(self, task: TaskRecord, step: StepRecord, output: Any) -> None:
@@ -488,21 +499,20 @@ class TaskService:
 
     def _agent_artifact(self, task: TaskRecord, step: StepRecord, name: str, data: bytes, content_type: str) -> None:
         transition("artifact", "(new)", "produce")
-        self.store.add_artifact(
-            ArtifactRecord(
-                artifact_id=str(uuid.uuid4()),
-                task_id=task.task_id,
-                agent_created=True,
-                file_name=name,
-                relative_path=None,
-                content_type=content_type,
-                size=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                created_at=_now(),
-                step_id=step.step_id,
-            ),
-            data,
+        artifact = ArtifactRecord(
+            artifact_id=str(uuid.uuid4()),
+            task_id=task.task_id,
+            agent_created=True,
+            file_name=name,
+            relative_path=None,
+            content_type=content_type,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            created_at=_now(),
+            step_id=step.step_id,
         )
+        self.store.add_artifact(artifact, data)
+        self.events.artifact(artifact)
 
     def list_artifacts(self, caller: Caller, task_id: str, page: Page) -> tuple[list[ArtifactRecord], int]:
         self.get_task(caller, task_id)

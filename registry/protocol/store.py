@@ -24,7 +24,7 @@ import dataclasses
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,6 +59,8 @@ _WRITES = "registry_writes"
 _SQLITE_BUSY_TIMEOUT_MS = 5000
 _APPEND_ATTEMPTS = 20
 """Tries at the next number of a task's event log before its writers are too many."""
+MAX_WINDOWS = 200
+"""The most windows ``events_in`` reads at once."""
 
 # Alembic's ``context`` and ``op`` are module-level proxies: two upgrades at
 # once in one process (two stores opened together) would share them.
@@ -377,28 +379,31 @@ class TaskStore:
 
     def append_event(self, task_id: str, kind: str, data: Mapping[str, Any]) -> int:
         """Append an entry to the task's event log; its number (1 for the
-        first), committed once this returns. Writers of one task never
-        share a number: the insert picks the next one inside its own
-        transaction, and a writer that loses a race tries again."""
+        first), committed once this returns."""
+        return self.append_events(task_id, [(kind, data)])[-1]
+
+    def append_events(self, task_id: str, entries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
+        """Append ``entries`` (each a kind and its data) to the task's event
+        log in one transaction, numbered one after another: a reader sees all
+        of them or none. Their numbers, committed once this returns. Writers
+        of one task never share a number: the insert picks the next one
+        inside its own transaction, and a writer that loses a race tries again."""
         for _attempt in range(_APPEND_ATTEMPTS):
             try:
                 with self._transaction(writes=True) as db:
-                    seq = (
-                        int(
-                            db.execute(
-                                select(func.coalesce(func.max(task_events.c.seq), 0)).where(
-                                    task_events.c.task_id == task_id
-                                )
-                            ).scalar_one()
-                        )
-                        + 1
-                    )
+                    last = db.execute(
+                        select(func.coalesce(func.max(task_events.c.seq), 0)).where(task_events.c.task_id == task_id)
+                    ).scalar_one()
+                    now = datetime.now(timezone.utc)
+                    numbers = [int(last) + offset for offset in range(1, len(entries) + 1)]
                     db.execute(
-                        insert(task_events).values(
-                            task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=datetime.now(timezone.utc)
-                        )
+                        insert(task_events),
+                        [
+                            {"task_id": task_id, "seq": seq, "kind": kind, "data": dict(data), "created_at": now}
+                            for seq, (kind, data) in zip(numbers, entries, strict=True)
+                        ],
                     )
-                return seq
+                return numbers
             except StoreError as exc:
                 if not isinstance(exc.__cause__, sa_exc.IntegrityError):
                     raise
@@ -413,6 +418,27 @@ class TaskStore:
                 .order_by(task_events.c.seq)
                 .limit(limit)
             ).all()
+        return [TaskEvent(**row._mapping) for row in rows]
+
+    def events_in(self, windows: Collection[tuple[str, int]], *, batch: int) -> list[TaskEvent]:
+        """The entries of several tasks in one query: for each ``(task_id,
+        after)`` of ``windows``, the task's entries numbered ``after + 1`` to
+        ``after + batch`` (a log is numbered without gaps), each once, by
+        task and number. At most ``MAX_WINDOWS`` windows: SQLite parses the
+        query's conditions as one nested expression, of bounded depth."""
+        if len(windows) > MAX_WINDOWS:
+            raise ValueError(f"events_in reads at most {MAX_WINDOWS} windows at once, not {len(windows)}")
+        if not windows:
+            return []
+        wanted = or_(
+            *(
+                and_(task_events.c.task_id == task_id, task_events.c.seq > after, task_events.c.seq <= after + batch)
+                for task_id, after in windows
+            )
+        )
+        ordered = select(task_events).where(wanted).order_by(task_events.c.task_id, task_events.c.seq)
+        with self._transaction() as db:
+            rows = db.execute(ordered).all()
         return [TaskEvent(**row._mapping) for row in rows]
 
     @contextmanager
