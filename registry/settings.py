@@ -115,6 +115,13 @@ class Settings:
     agents_max_artifact_bytes: int = 10 * 1024 * 1024
     agents_require_approval: tuple[str, ...] = ()
     agents_url: str | None = None
+    # Live task events (GET .../tasks/{task_id}/events): a comment to each
+    # subscriber this often, the store read this often for every watched
+    # task, and at most this many entries waiting for a subscriber that reads
+    # slower than they come before it is dropped (it resumes with Last-Event-ID).
+    agents_events_heartbeat: float = 15.0
+    agents_events_poll: float = 0.05
+    agents_events_buffer: int = 256
     ui_secret: str | None = field(default=None, repr=False)
     ui_secure_cookie: bool = False
 
@@ -187,6 +194,12 @@ class Settings:
                 "the agents database URL must be sqlite:///PATH or postgresql+psycopg://USER@HOST/DB,"
                 f" not {redact(self.agents_database_url)!r}"
             )
+        if not 0.1 <= self.agents_events_heartbeat <= 300:
+            raise ConfigurationError("the task events' heartbeat must be between 0.1 and 300 seconds")
+        if not 0.01 <= self.agents_events_poll <= 10:
+            raise ConfigurationError("the task events' poll interval must be between 0.01 and 10 seconds")
+        if not 1 <= self.agents_events_buffer <= 100_000:
+            raise ConfigurationError("the task events' buffer must hold between 1 and 100000 entries")
         for kind, tokens in (("API", self.api_tokens), ("admin", self.admin_tokens)):
             if any(len(token) < _MIN_TOKEN_LENGTH for token in tokens):
                 raise ConfigurationError(f"every {kind} token must be at least {_MIN_TOKEN_LENGTH} characters long")
@@ -337,6 +350,9 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("agents_max_artifact_bytes", "REGISTRY_AGENTS_MAX_ARTIFACT_BYTES", int),
     ("agents_require_approval", "REGISTRY_AGENTS_REQUIRE_APPROVAL", lambda raw: _names(raw)),
     ("agents_url", "REGISTRY_AGENTS_URL", _text),
+    ("agents_events_heartbeat", "REGISTRY_AGENTS_EVENTS_HEARTBEAT", float),
+    ("agents_events_poll", "REGISTRY_AGENTS_EVENTS_POLL", float),
+    ("agents_events_buffer", "REGISTRY_AGENTS_EVENTS_BUFFER", int),
     ("ui_secret", "REGISTRY_UI_SECRET", lambda raw: raw),
     ("ui_secure_cookie", "REGISTRY_UI_SECURE_COOKIE", _flag),
 )

@@ -1,5 +1,5 @@
 """``prompt-registry agents serve``: the Agent Protocol service, under
-gunicorn, over the executor (``registry.protocol``).
+gunicorn with uvicorn's workers, over the executor (``registry.protocol``).
 
 Its agents come from a registry (``--registry URL``, ``REGISTRY_URL``) or a
 library on this machine; its tasks are kept in a database (SQLite in the
@@ -97,6 +97,7 @@ def agents_serve_command(args: argparse.Namespace, settings: Settings, library: 
     options are checked once here, before the workers start, so that a
     mistake is one line now rather than a failure in every worker."""
     from registry.protocol.app import create_app, database_url
+    from registry.protocol.asgi import create_asgi_app
     from registry.protocol.server import AgentProtocolServer
 
     if args.registry and not args.registry.startswith(("http://", "https://")):
@@ -122,7 +123,7 @@ def agents_serve_command(args: argparse.Namespace, settings: Settings, library: 
             run_timeout=args.timeout,
             require_approval=settings.agents_require_approval,
         )
-        return create_app(settings, executor=executor, registry=client)
+        return create_asgi_app(create_app(settings, executor=executor, registry=client), settings)
 
     logging.getLogger("registry").info(
         "Agent Protocol service: agents from %s, tasks in %s",
