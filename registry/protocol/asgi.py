@@ -129,7 +129,7 @@ class TaskEvents:
         return EventSourceResponse(
             self._events(subscription),
             ping=self._heartbeat,
-            ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+            ping_message_factory=lambda: ServerSentEvent(comment="heartbeat", sep="\n"),
             sep="\n",
             # At shutdown the hub ends every subscription, and each stream
             # its response, before the server would cut them off.

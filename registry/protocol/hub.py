@@ -16,10 +16,12 @@ standard library (which the executor's own event loop and the database
 drivers would run under) nor a thread per open stream. bench/sse.py
 measures it (BENCHMARKS.md).
 
-A subscriber's queue is bounded (``buffer`` entries): one that does not
-read as fast as entries come (a client that stopped reading its socket) is
-dropped, its queue emptied, rather than held in memory or allowed to slow
-the others. Nothing is lost by that: the log is durable, and the client
+A subscriber's queue is bounded (``buffer`` entries): a poll hands it what
+fits, and the next poll goes on from there. One whose queue is still full
+when more entries come (a client that stopped reading its socket: its
+stream waits for the socket, and takes nothing from the queue) is dropped,
+its queue emptied, rather than held in memory or allowed to slow the
+others. Nothing is lost by that: the log is durable, and the client
 resumes after the last entry it got (``Last-Event-ID``).
 
 A subscription ends after the task's last entry: an ``outcome``, or a
@@ -87,9 +89,13 @@ class Subscription:
 
     # The hub's side: what it hands over, and how it ends a subscription.
 
+    @property
+    def full(self) -> bool:
+        return self._queue.qsize() >= self._buffer
+
     def offer(self, event: TaskEvent) -> bool:
         """Queue ``event``; False, queueing nothing, when the buffer is full."""
-        if self._queue.qsize() >= self._buffer:
+        if self.full:
             return False
         self._queue.put_nowait(event)
         self.after = event.seq
@@ -209,16 +215,19 @@ class EventHub:
                     self.unsubscribe(subscription)
 
     def _feed(self, subscription: Subscription, entries: list[TaskEvent], now: float) -> bool:
-        """Hand ``subscription`` what it has not seen of ``entries``; whether it goes on."""
+        """Hand ``subscription`` what it has not seen of ``entries``, as much as
+        its queue takes (the next poll reads on from where it is); whether it
+        goes on. One whose queue is still full when more entries come has not
+        read for a whole poll interval: it is dropped."""
         fresh = [event for event in entries if event.seq > subscription.after]
+        if fresh and subscription.full:
+            subscription.drop()
+            self.dropped += 1
+            log.info("dropped a subscriber of task %s that read too slowly", subscription.task_id)
+            return False
         for event in fresh:
-            if event.seq != subscription.after + 1:
+            if event.seq != subscription.after + 1 or not subscription.offer(event):
                 break  # the next read starts where this subscriber is
-            if not subscription.offer(event):
-                subscription.drop()
-                self.dropped += 1
-                log.info("dropped a subscriber of task %s that read too slowly", subscription.task_id)
-                return False
             if event.kind == events.OUTCOME:
                 subscription.end()
                 return False
