@@ -236,6 +236,7 @@ def step_json(step: StepRecord, artifacts: list[ArtifactRecord]) -> dict[str, An
         "artifacts": [artifact_json(a) for a in artifacts],
         "is_last": step.is_last,
         "number": step.number,
+        "worker": step.worker,
         "created_at": step.created_at.isoformat(),
     }
 

@@ -132,6 +132,7 @@ def test_a_quiet_stream_carries_heartbeats(server: AgentsServer) -> None:
     task = server.create_task()
     subscriber = server.subscribe(task, "?after=1")  # after its "created": nothing more until a step
     comments = [subscriber.next() for _ in range(3)]
+    subscriber.close()
     assert comments == [Comment("heartbeat")] * 3
 
 

@@ -59,14 +59,18 @@ def _last(fields: dict[str, list[str]], name: str) -> str | None:
 
 class Subscriber:
     """A client reading one stream in a thread of its own (httpx, streaming):
-    what it read is taken with ``next``, ``until`` and ``rest`` as it comes."""
+    what it read is taken with ``next``, ``until`` and ``rest`` as it comes.
+    ``close`` ends the reading at the next line that comes (a heartbeat, at the latest)."""
 
     def __init__(self, url: str, *, headers: dict[str, str] | None = None) -> None:
         self.status: int | None = None
         self.body = ""
         """The answer's body, when it was not a stream (an error)."""
+        self.error: httpx.HTTPError | None = None
+        """Why the stream ended, when the connection broke (a server stopping)."""
         self._read: queue.Queue[Message | Comment | None] = queue.Queue()
         self._connected = threading.Event()
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._follow, args=(url, headers or {}), daemon=True)
         self._thread.start()
         assert self._connected.wait(WAIT_SECONDS), f"no answer from {url}"
@@ -75,15 +79,24 @@ class Subscriber:
         try:
             with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(10, read=WAIT_SECONDS)) as response:
                 self.status = response.status_code
-                if response.headers.get("content-type", "").startswith("text/event-stream"):
-                    self._connected.set()
-                    for item in parse(response.iter_lines()):
-                        self._read.put(item)
-                else:
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
                     self.body = response.read().decode()
+                    return
+                self._connected.set()
+                for item in parse(response.iter_lines()):
+                    if self._closing.is_set():
+                        return
+                    self._read.put(item)
+        except httpx.HTTPError as exc:
+            self.error = exc
         finally:
             self._connected.set()
             self._read.put(None)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(WAIT_SECONDS)
+        assert not self._thread.is_alive(), "the stream brought nothing more to end on"
 
     def next(self) -> Message | Comment | None:
         """What came next; None once the stream has ended."""
