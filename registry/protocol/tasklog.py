@@ -10,9 +10,10 @@
   ``sink``), written as ``text``, ``tool_call`` and ``tool_result``
   entries by a thread of its own, so that the executor's event loop never
   waits for the database. The answer's text arrives a few characters at a
-  time; pieces are joined into one entry until ``flush_chars`` characters
-  or ``flush_seconds`` have gathered, so that a long answer is tens of
-  rows, not thousands.
+  time; its first piece is written at once, and the pieces after it are
+  joined into one entry until ``flush_chars`` characters or
+  ``flush_seconds`` have gathered, so that a long answer is tens of rows,
+  not thousands.
 
 Appending is best effort: the log is for watching a task, not its record.
 A database failure is logged and the entry lost; the step goes on, and
@@ -127,6 +128,7 @@ class EventLogSink:
         self._flush_seconds = flush_seconds
         self._flush_chars = flush_chars
         self._events: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+        self._wrote_text = False
         self._call_ids: dict[int, str | None] = {}
         """A tool call's id by its span, for its result (whose event has none)."""
         self._thread = threading.Thread(target=self._write, name=f"event-log-{step_id[:8]}", daemon=True)
@@ -161,7 +163,9 @@ class EventLogSink:
                 if not text.empty and text.agent != event.agent:
                     self._flush(text)
                 text.add(event)
-                if text.size >= self._flush_chars:
+                # The first piece goes at once (a subscriber sees the answer
+                # start as soon as it can); the rest gather.
+                if text.size >= self._flush_chars or not self._wrote_text:
                     self._flush(text)
                 continue
             entry = self._entry(event)
@@ -190,6 +194,7 @@ class EventLogSink:
 
     def _flush(self, text: _Text) -> None:
         if not text.empty:
+            self._wrote_text = True
             self._append([(events.TEXT, {"step_id": self.step_id, "agent": text.agent, "delta": text.take()})])
 
     def _append(self, entries: Sequence[Entry]) -> None:

@@ -125,19 +125,21 @@ def test_a_sink_joins_text_pieces_into_few_entries_and_keeps_the_order_of_a_tool
         for _ in range(10):
             sink.put(TextEvent("b", "x/y", 1, ""))
     log = store.events_after(task, 0)
-    assert kinds(log) == ["text", "text", "tool_call", "tool_result", "text"]
-    assert [len(entry.data["delta"]) for entry in log if entry.kind == "text"] == [500, 500, 10]
-    assert log[3].data["call_id"] == "call-1" and log[3].data["error"] == "error"
+    assert kinds(log) == ["text", "text", "text", "tool_call", "tool_result", "text"]
+    # The first piece at once, then pieces gathered up to the size.
+    assert [len(entry.data["delta"]) for entry in log if entry.kind == "text"] == [1, 500, 499, 10]
+    assert log[4].data["call_id"] == "call-1" and log[4].data["error"] == "error"
 
 
 def test_a_sink_writes_text_that_gathered_for_its_flush_interval_without_waiting_for_more(store: TaskStore) -> None:
     task = add_task(store, "t1")
     with EventLogSink(store, task, "s1", flush_seconds=0.01, flush_chars=10_000) as sink:
-        sink.put(TextEvent("first", "x/y", 1, ""))
-        while not store.events_after(task, 0):
-            pass  # written by the sink's thread, with no more text and no close
+        sink.put(TextEvent("first", "x/y", 1, ""))  # written at once
         sink.put(TextEvent(" second", "x/y", 1, ""))
-    assert [entry.data["delta"] for entry in store.events_after(task, 0)] == ["first", " second"]
+        while len(store.events_after(task, 0)) < 2:
+            pass  # written by the sink's thread, with no more text and no close
+        sink.put(TextEvent(" third", "x/y", 1, ""))
+    assert [entry.data["delta"] for entry in store.events_after(task, 0)] == ["first", " second", " third"]
 
 
 # --- what the hub hands out ----------------------------------------------------------------
