@@ -31,6 +31,7 @@ the service and its store at shutdown.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
@@ -50,6 +51,7 @@ from registry.errors import InvalidRequest, RegistryError
 from registry.models import close_matches, did_you_mean
 from registry.protocol.api import caller_for
 from registry.protocol.hub import EventHub, Subscription
+from registry.protocol.records import TaskEvent
 from registry.protocol.service import Caller, TaskService
 from registry.protocol.states import TASK_FINISHED
 from registry.settings import Settings
@@ -61,6 +63,8 @@ READ_THREADS = 4
 SHUTDOWN_GRACE_SECONDS = 5.0
 """How long streams have to end on their own once the server stops."""
 _MAX_SEQ = 2**31 - 1
+_RECENT_ENTRIES = 1024
+"""Entries kept encoded, for the subscribers of a task that all get the same ones."""
 
 
 def create_asgi_app(app: Flask, settings: Settings, *, routes: Sequence[BaseRoute] = ()) -> Starlette:
@@ -115,12 +119,17 @@ class TaskEvents:
         self._hub = hub
         self._tokens = tokens
         self._heartbeat = heartbeat
+        self._recent: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        # Looking a task up takes a thread for a moment: a few, however many subscribers come at once.
+        self._lookups = anyio.CapacityLimiter(READ_THREADS)
 
     async def answer(self, request: Request) -> Response:
         caller = caller_for(request.headers.get("Authorization", ""), self._tokens)
         after = resume_point(request.headers.get("Last-Event-ID"), request.query_params.multi_items())
         task_id = request.path_params["task_id"]
-        finished, nothing_more = await anyio.to_thread.run_sync(self._look, caller, task_id, after)
+        finished, nothing_more = await anyio.to_thread.run_sync(
+            self._look, caller, task_id, after, limiter=self._lookups
+        )
         if nothing_more:
             return Response(status_code=204, headers={"Cache-Control": "no-store"})
         if request.method == "HEAD":
@@ -147,13 +156,25 @@ class TaskEvents:
         settled = (datetime.now(timezone.utc) - task.updated_at).total_seconds() > self._hub.settle_seconds
         return True, settled and not self._service.store.events_after(task_id, after, limit=1)
 
-    async def _events(self, subscription: Subscription) -> AsyncIterator[ServerSentEvent]:
+    async def _events(self, subscription: Subscription) -> AsyncIterator[bytes]:
         try:
             while (event := await subscription.next()) is not None:
-                data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-                yield ServerSentEvent(data=data, event=event.kind, id=str(event.seq), sep="\n")
+                yield self._encoded(event)
         finally:
             self._hub.unsubscribe(subscription)
+
+    def _encoded(self, event: TaskEvent) -> bytes:
+        """The entry as one server-sent event, made once for all its subscribers."""
+        key = (event.task_id, event.seq)
+        encoded = self._recent.get(key)
+        if encoded is None:
+            # JSON escapes line ends: the data is one line, as SSE wants it.
+            data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+            encoded = f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
+            self._recent[key] = encoded
+            if len(self._recent) > _RECENT_ENTRIES:
+                self._recent.popitem(last=False)
+        return encoded
 
 
 def _in_threads(app: Flask, workers: int) -> ASGIApp:

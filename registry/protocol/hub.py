@@ -3,8 +3,8 @@
 Any process may append to a task's log (the one that runs its step, another
 replica, a worker), so subscribers follow the database, not this process's
 memory. One hub per worker process, on its event loop, reads the store for
-every task that has subscribers: one query per poll interval (``events_in``,
-up to ``MAX_WINDOWS`` subscribers' positions a query), run in a thread of
+every task that has subscribers: one query per poll interval
+(``events_in``, every subscriber's position at once), run in a thread of
 its own so that the loop never waits for the database, then hands each
 subscriber the entries it has not seen through a queue of its own.
 
@@ -46,7 +46,6 @@ from registry.errors import RegistryError
 from registry.protocol import events
 from registry.protocol.records import TaskEvent
 from registry.protocol.states import TASK_FINISHED
-from registry.protocol.store import MAX_WINDOWS
 
 log = logging.getLogger("registry.protocol")
 
@@ -201,9 +200,8 @@ class EventHub:
     def _read_all(self, windows: list[tuple[str, int]]) -> dict[str, list[TaskEvent]]:
         self.polls += 1
         found: dict[str, dict[int, TaskEvent]] = {}
-        for start in range(0, len(windows), MAX_WINDOWS):
-            for event in self._read(windows[start : start + MAX_WINDOWS], batch=_BATCH):
-                found.setdefault(event.task_id, {})[event.seq] = event
+        for event in self._read(windows, batch=_BATCH):
+            found.setdefault(event.task_id, {})[event.seq] = event
         return {task_id: [by_seq[seq] for seq in sorted(by_seq)] for task_id, by_seq in found.items()}
 
     def _deliver(self, found: dict[str, list[TaskEvent]]) -> None:

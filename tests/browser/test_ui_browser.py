@@ -477,18 +477,18 @@ def test_a_task_page_follows_its_task_live_as_another_client_steps_it(
     tab.goto(f"/ui/tasks/{task}")
     assert task_state(tab) == "created"
     page.evaluate("window.loadedOnce = true")  # gone if the page were loaded again
-    live, wait = page.locator("#live-log"), {"timeout": 30_000}
+    live, wait = page.locator("#live-log"), 30_000
     step_in_the_service(agents_service, task)
     # The decision the action waits for appears, from the page's stream alone.
-    expect(page.locator("section.action")).to_be_visible(**wait)
-    expect(live).to_contain_text("tool call list_jobs", **wait)
-    expect(live).to_contain_text("action pending list_jobs", **wait)
-    expect(page.locator("[data-task-state]")).to_have_text("waiting_for_input", **wait)
+    expect(page.locator("section.action")).to_be_visible(timeout=wait)
+    expect(live).to_contain_text("tool call list_jobs", timeout=wait)
+    expect(live).to_contain_text("action pending list_jobs", timeout=wait)
+    expect(page.locator("[data-task-state]")).to_have_text("waiting_for_input", timeout=wait)
     step_in_the_service(agents_service, task, decision="approve")
-    expect(page.locator("[data-task-state]")).to_have_text("completed", **wait)
-    expect(live).to_contain_text("outcome completed", **wait)
-    expect(live).to_contain_text("pipeline 7 failed in its lint job.", **wait)
-    expect(page.locator(".facts")).to_contain_text("pipeline 7 failed in its lint job.", **wait)
+    expect(page.locator("[data-task-state]")).to_have_text("completed", timeout=wait)
+    expect(live).to_contain_text("outcome completed", timeout=wait)
+    expect(live).to_contain_text("pipeline 7 failed in its lint job.", timeout=wait)
+    expect(page.locator(".facts")).to_contain_text("pipeline 7 failed in its lint job.", timeout=wait)
     expect(page.locator("section.action")).to_have_count(0)
     # Each step says which worker process ran it.
     workers = page.locator(".timeline li").filter(has_text="ran on ")
