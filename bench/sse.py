@@ -214,11 +214,15 @@ def create_tasks(base: str, count: int) -> list[str]:
 # --- (1) to (3): fan-out -------------------------------------------------------------------------
 
 
-def append_rounds(database: Path, tasks: list[str], subscribers: Subscribers) -> list[tuple[list[float], list[float]]]:
+def append_rounds(
+    database: Path, tasks: list[str], subscribers: Subscribers, servers: dict[str, psutil.Process]
+) -> list[tuple[list[float], list[float]]]:
     """Each round: entries appended to ``tasks`` in turn while a baseline
-    poller runs; each round's baseline and subscriber latencies."""
+    poller runs; each round's baseline and subscriber latencies. Prints the
+    CPU time each of ``servers`` took per 1,000 entries delivered."""
     store = TaskStore(f"sqlite:///{database}")
     rounds = []
+    cpu = {name: _cpu(process) for name, process in servers.items()}
     try:
         for _ in range(ROUNDS):
             baseline = Baseline(f"sqlite:///{database}", tasks)
@@ -231,7 +235,23 @@ def append_rounds(database: Path, tasks: list[str], subscribers: Subscribers) ->
             rounds.append((baseline.latencies(), subscribers.latencies[before:]))
     finally:
         store.close()
+    delivered = sum(len(subscribed) for _, subscribed in rounds)
+    for name, process in servers.items():
+        spent = _cpu(process) - cpu[name]
+        print(f"{name}: {spent:.2f} s of CPU for {delivered} entries delivered ({spent / delivered * 1e6:.0f} µs each)")
     return rounds
+
+
+def _idle_cpu(process: psutil.Process, seconds: float = 10) -> float:
+    """The share of a core ``process`` takes over ``seconds`` while nothing is appended."""
+    before = _cpu(process)
+    time.sleep(seconds)
+    return (_cpu(process) - before) / seconds
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def report_latencies(name: str, rounds: list[tuple[list[float], list[float]]]) -> None:
@@ -260,13 +280,15 @@ def fan_out(directory: Path) -> None:
         worker = worker_of(agents)
         [task] = create_tasks(agents.base, 1)
         idle = footprint(worker)
+        print(f"\n(0) no subscriber: the agents worker takes {_idle_cpu(worker):.0%} of a core")
         one_task = Subscribers([f"{agents.base}/ap/v1/agent/tasks/{task}/events"] * SUBSCRIBERS)
         one_task.wait_started()
         busy = footprint(worker)
         print(f"\n(1) {SUBSCRIBERS} subscribers of one task, one agents worker (event loop)")
         print(f"worker threads {idle[0]} -> {busy[0]}; USS {idle[1]:.1f} -> {busy[1]:.1f} MiB", end="")
         print(f" ({(busy[1] - idle[1]) * 1024 / SUBSCRIBERS:.1f} KiB a subscriber)")
-        report_latencies("(1)", append_rounds(database, [task], one_task))
+        print(f"watching, nothing new: {_idle_cpu(worker):.0%} of a core")
+        report_latencies("(1)", append_rounds(database, [task], one_task, {"agents worker": worker}))
         one_task.close()
 
         tasks = create_tasks(agents.base, SUBSCRIBERS)
@@ -277,7 +299,8 @@ def fan_out(directory: Path) -> None:
         busy = footprint(worker)
         print(f"\n(2) {SUBSCRIBERS} subscribers of {SUBSCRIBERS} tasks, one agents worker")
         print(f"worker threads {idle[0]} -> {busy[0]}; USS {idle[1]:.1f} -> {busy[1]:.1f} MiB")
-        report_latencies("(2)", append_rounds(database, tasks, many))
+        print(f"watching, nothing new: {_idle_cpu(worker):.0%} of a core")
+        report_latencies("(2)", append_rounds(database, tasks, many, {"agents worker": worker}))
         many.close()
 
         environment = {**clean_environment(), "REGISTRY_AGENTS_URL": agents.base, "REGISTRY_ACCESS_LOG": "false"}
@@ -292,7 +315,8 @@ def fan_out(directory: Path) -> None:
             print(f"registry worker threads {idle[0]} -> {busy[0]}; USS {idle[1]:.1f} -> {busy[1]:.1f} MiB", end="")
             print(f" ({(busy[1] - idle[1]) * 1024 / SUBSCRIBERS:.1f} KiB a subscriber)")
             print(f"agents worker threads with the relay's {SUBSCRIBERS} streams: {footprint(worker)[0]}")
-            report_latencies("(3)", append_rounds(database, [task], through_ui))
+            servers = {"agents worker": worker, "registry worker": relay}
+            report_latencies("(3)", append_rounds(database, [task], through_ui, servers))
             through_ui.close()
 
 
@@ -300,6 +324,7 @@ def fan_out(directory: Path) -> None:
 
 
 def first_token(directory: Path) -> None:
+    (directory / "model").mkdir()
     repo = LibraryRepo(directory / "library")
     repo.release("v1.0.0", {"s/answer.yml": leaf("answer", "Answer: {{ question }}", question="string")})
     reply = {"content": ANSWER, "repeat": True, "chunk_chars": 8, "delay_between": 0.02}
