@@ -1,7 +1,11 @@
 """``create_asgi_app``: the Agent Protocol service as one ASGI application.
 
     flask = create_app(settings, executor=executor, registry=client)
-    app = create_asgi_app(flask, settings, routes=more_routes)
+    app = create_asgi_app(flask, settings)
+
+    # With routes of another package (A2A's) that stream tasks' events too:
+    hub = event_hub(flask, settings)
+    app = create_asgi_app(flask, settings, routes=a2a_routes(flask, hub), hub=hub)
 
 Starlette in front, on the worker's event loop:
 
@@ -24,8 +28,10 @@ Who calls and what they may see is decided as the Flask routes decide it
 (``api.caller_for``, ``TaskService.get_task``); errors are the same RFC 9457
 problems (``registry.web.problems``). ``app.state.event_hub`` and
 ``app.state.task_service`` are the hub and the service, for routes that
-stream a task's events too. The lifespan runs the hub's poller, and closes
-the service and its store at shutdown.
+stream a task's events too (``hub.subscribe(task_id, after)`` on the event
+loop, then ``await subscription.next()`` until None; ``hub.unsubscribe``
+when the reader goes). The lifespan runs the hub's poller, and closes the
+service and its store at shutdown.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from starlette.types import ASGIApp
 from registry.errors import InvalidRequest, RegistryError
 from registry.models import close_matches, did_you_mean
 from registry.protocol.api import caller_for
-from registry.protocol.hub import EventHub, Subscription
+from registry.protocol.hub import EventHub
 from registry.protocol.records import TaskEvent
 from registry.protocol.service import Caller, TaskService
 from registry.protocol.states import TASK_FINISHED
@@ -67,15 +73,23 @@ _RECENT_ENTRIES = 1024
 """Entries kept encoded, for the subscribers of a task that all get the same ones."""
 
 
-def create_asgi_app(app: Flask, settings: Settings, *, routes: Sequence[BaseRoute] = ()) -> Starlette:
-    """The service of ``app`` (made by ``registry.protocol.app.create_app``)
-    with its live task events, and ``routes`` before the Flask routes."""
+def event_hub(app: Flask, settings: Settings) -> EventHub:
+    """The hub that follows the task logs of ``app``'s store: made before the
+    application when other routes stream tasks' events too (give it to
+    ``create_asgi_app``, which runs it)."""
     service: TaskService = app.extensions["agent_protocol.service"]
-    hub = EventHub(
-        service.store.events_in,
-        poll_seconds=settings.agents_events_poll,
-        buffer=settings.agents_events_buffer,
-    )
+    poll, buffer = settings.agents_events_poll, settings.agents_events_buffer
+    return EventHub(service.store.events_in, poll_seconds=poll, buffer=buffer)
+
+
+def create_asgi_app(
+    app: Flask, settings: Settings, *, routes: Sequence[BaseRoute] = (), hub: EventHub | None = None
+) -> Starlette:
+    """The service of ``app`` (made by ``registry.protocol.app.create_app``)
+    with its live task events, and ``routes`` before the Flask routes;
+    ``hub`` (else one of its own, ``event_hub``) feeds its subscribers."""
+    service: TaskService = app.extensions["agent_protocol.service"]
+    hub = hub or event_hub(app, settings)
     stream = TaskEvents(service, hub, app.extensions["agent_protocol.tokens"], settings.agents_events_heartbeat)
     steps = _in_threads(app, settings.threads)
     reads = _in_threads(app, READ_THREADS)
@@ -134,9 +148,8 @@ class TaskEvents:
             return Response(status_code=204, headers={"Cache-Control": "no-store"})
         if request.method == "HEAD":
             return Response(media_type="text/event-stream", headers={"Cache-Control": "no-store"})
-        subscription = self._hub.subscribe(task_id, after, finished=finished)
         return EventSourceResponse(
-            self._events(subscription),
+            self._events(task_id, after, finished=finished),
             ping=self._heartbeat,
             ping_message_factory=lambda: ServerSentEvent(comment="heartbeat", sep="\n"),
             sep="\n",
@@ -156,7 +169,10 @@ class TaskEvents:
         settled = (datetime.now(timezone.utc) - task.updated_at).total_seconds() > self._hub.settle_seconds
         return True, settled and not self._service.store.events_after(task_id, after, limit=1)
 
-    async def _events(self, subscription: Subscription) -> AsyncIterator[bytes]:
+    async def _events(self, task_id: str, after: int, *, finished: bool) -> AsyncIterator[bytes]:
+        # Subscribed once the stream starts: a response that never starts (its
+        # client gone first) leaves nothing behind in the hub.
+        subscription = self._hub.subscribe(task_id, after, finished=finished)
         try:
             while (event := await subscription.next()) is not None:
                 yield self._encoded(event)
