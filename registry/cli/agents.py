@@ -1,5 +1,5 @@
 """``prompt-registry agents serve``: the Agent Protocol service, under
-gunicorn, over the executor (``registry.protocol``); ``prompt-registry
+gunicorn with uvicorn's workers, over the executor (``registry.protocol``); ``prompt-registry
 agents worker``: a process that only runs tasks (a DBOS worker), beside
 servers that share its database.
 
@@ -150,14 +150,20 @@ def agents_serve_command(args: argparse.Namespace, settings: Settings, library: 
     options are checked once here, before the workers start, so that a
     mistake is one line now rather than a failure in every worker."""
     from registry.protocol.app import create_app, database_url
+    from registry.protocol.asgi import create_asgi_app
     from registry.protocol.server import AgentProtocolServer
 
     _check_options(args)
     url = database_url(settings)
 
     def build() -> Any:
+        from registry.a2a.routes import a2a_routes
+
         executor, client = _executor(args, settings, library)
-        return create_app(settings, executor=executor, registry=client)
+        flask_app = create_app(settings, executor=executor, registry=client)
+        service = flask_app.extensions["agent_protocol.service"]
+        # A2A (its cards, JSON-RPC and HTTP+JSON) over the same tasks, before the Flask routes.
+        return create_asgi_app(flask_app, settings, routes=a2a_routes(service, client, settings))
 
     logging.getLogger("registry").info(
         "Agent Protocol service: agents from %s, tasks in %s",

@@ -8,8 +8,8 @@ it again, takes the step over (``TaskStore.begin_step``), and the journal
 replays what the first one recorded: model replies are not asked again,
 and a tool call it had started is reported to the model as interrupted.
 
-Every state it changes is appended to the task's event log
-(``registry.protocol.events``).
+Every state it changes is appended to the task's event log, and the run's
+text, tool calls and results as they happen (``registry.protocol.tasklog``).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from registry.errors import RegistryError
 from registry.executor import Executor
 from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
-from registry.protocol import events
 from registry.protocol.outputs import action_json, failed_model_call, step_output
 from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
 from registry.protocol.requests import content_type as checked_content_type
 from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.states import TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
+from registry.protocol.tasklog import TaskLog
 from registry.runs.engine import Next
 
 log = logging.getLogger("registry.protocol")
@@ -78,6 +78,7 @@ class StepRunner:
         self.executor = executor
         self.registry = registry
         self.max_artifact_bytes = max_artifact_bytes
+        self.log = TaskLog(store)
 
     def advance(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
         task = self.store.get_task(task_id, owner=None)
@@ -96,10 +97,7 @@ class StepRunner:
         task, step = begun
         if step.status != "running":  # its worker finished it, then died before DBOS recorded it
             return self._after(task, step)
-        if task.status == "running" and index == 0 and attempt == 0:
-            self._event(task_id, events.STATE, {"status": "running"})
-        self._event(task_id, events.STEP, {"step_id": step.step_id, "number": step.number, "status": "running",
-                                             "worker": worker})  # fmt: skip
+        self.log.step_started(task, step)
         finished = self._run(task, step, attempt)
         return self._after(self.store.get_task(task_id, owner=None) or task, finished)
 
@@ -129,9 +127,10 @@ class StepRunner:
 
     def _run(self, task: TaskRecord, step: StepRecord, attempt: int) -> StepRecord:
         try:
-            result = self.executor.step(
-                self._pinned(task), task.inputs, journal=_StoreJournal(self.store, task.task_id)
-            )
+            with self.log.sink(task.task_id, step.step_id) as sink:
+                result = self.executor.step(
+                    self._pinned(task), task.inputs, journal=_StoreJournal(self.store, task.task_id), sink=sink
+                )
         except RegistryError as exc:
             # The registry could not give the pinned agent: the step fails,
             # and the task can try again.
@@ -202,10 +201,9 @@ class StepRunner:
             status=transition("action", "(new)", "propose").target,
             created_at=_now(),
         )
-        self.store.add_action(action)
-        shown = action_json(action)
-        self._event(task.task_id, events.ACTION, shown)
-        return shown
+        if self.store.add_action(action):
+            self.log.action(action)
+        return action_json(action)
 
     def _failed(
         self,
@@ -237,21 +235,10 @@ class StepRunner:
         return self._store_finished(task, failed, waiting)
 
     def _store_finished(self, task: TaskRecord, finished: StepRecord, finished_task: TaskRecord) -> StepRecord:
-        written = self.store.finish_step(finished, finished_task)
-        step_event: dict[str, Any] = {"step_id": finished.step_id, "number": finished.number,
-                                      "status": finished.status, "worker": finished.worker}  # fmt: skip
-        if finished.status == "failed" and finished.additional_output:
-            step_event["error"] = finished.additional_output.get("error")
-        else:
-            step_event["output"] = finished.output
-        self._event(task.task_id, events.STEP, step_event)
-        if written and finished_task.status != task.status:
-            self._event(task.task_id, events.STATE, {"status": finished_task.status})
-        if written and finished_task.status in TASK_FINISHED:
-            outcome = {"outcome": finished_task.outcome, "output": finished_task.output}
-            if finished_task.error:
-                outcome["error"] = finished_task.error
-            self._event(task.task_id, events.OUTCOME, outcome)
+        if self.store.finish_step(finished, finished_task):
+            self.log.step_finished(finished, finished_task)
+        else:  # cancelled meanwhile: the step is written, the task keeps its state
+            self.log.step_finished(finished, self.store.get_task(task.task_id, owner=None) or finished_task)
         return finished
 
     def _tool_file(self, task: TaskRecord, step: StepRecord, output: Any) -> None:
@@ -283,18 +270,11 @@ class StepRunner:
             step_id=step.step_id,
         )
         if self.store.add_artifact(artifact, data):
-            self._event(task.task_id, events.ARTIFACT, {"artifact_id": artifact.artifact_id, "file_name": name,
-                        "agent_created": True, "size": len(data), "step_id": step.step_id})  # fmt: skip
+            self.log.artifact(artifact)
 
     def _pinned(self, task: TaskRecord) -> Agent:
         usecase, _, name = task.agent.partition("/")
         return self.registry.get(usecase, name, release=task.release_tag)
-
-    def _event(self, task_id: str, kind: str, data: Mapping[str, Any]) -> None:
-        try:
-            self.store.append_event(task_id, kind, data)
-        except RegistryError as exc:  # the log is for watchers: the run goes on without it
-            log.warning("could not append a %s event to task %s: %s", kind, task_id, exc)
 
 
 def _now() -> datetime:

@@ -39,7 +39,6 @@ from registry.errors import (
     InvalidState,
     NotReady,
     PayloadTooLarge,
-    RegistryError,
     ReleaseNotFound,
     StepNotFound,
     TaskNotFound,
@@ -47,9 +46,8 @@ from registry.errors import (
 from registry.executor import Executor
 from registry.format.definition import check_agent_name
 from registry.models import Issue
-from registry.protocol import events
 from registry.protocol.advance import StepRunner, step_id_of
-from registry.protocol.outputs import action_json, pending_action
+from registry.protocol.outputs import pending_action
 from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord
 from registry.protocol.requests import (
     MODES,
@@ -185,7 +183,7 @@ class TaskService:
             segments=1 if background else 0,
         )
         self.store.create_task(task, enqueue=self._enqueue if background else None)
-        self._event(task.task_id, events.STATE, {"status": task.status})
+        self.runner.log.created(task)
         return task
 
     def get_task(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -206,7 +204,7 @@ class TaskService:
             raise _conflict(self.get_task(caller, task_id), "cancel")
         if task.segments:
             self.engine.cancel(Segment(task_id, task.segments))
-        self._event(task_id, events.STATE, {"status": target})
+        self.runner.log.state(cancelled)
         return cancelled
 
     # --- steps and decisions -------------------------------------------------------------
@@ -248,7 +246,7 @@ class TaskService:
         )
         if queued is None:
             raise _conflict(self.get_task(caller, task_id), "step")
-        self._event(task_id, events.STATE, {"status": queued.status})
+        self.runner.log.state(queued)
         return self._wait_for_step(task_id, step.step_id)
 
     def decide(self, caller: Caller, task_id: str, extra: Mapping[str, Any]) -> ActionRecord:
@@ -280,8 +278,8 @@ class TaskService:
         if queued is None:
             raise _conflict(self.get_task(caller, task_id), "decide")
         decided = next(a for a in self.store.list_actions(task_id) if a.action_id == pending.action_id)
-        self._event(task_id, events.ACTION, action_json(decided))
-        self._event(task_id, events.STATE, {"status": queued.status})
+        self.runner.log.action(decided)
+        self.runner.log.state(queued)
         return decided
 
     def _decision(
@@ -410,8 +408,7 @@ class TaskService:
         )
         transition("artifact", NEW, "upload")
         self.store.add_artifact(artifact, data)
-        self._event(task_id, events.ARTIFACT, {"artifact_id": artifact.artifact_id, "file_name": name,
-                    "agent_created": False, "size": len(data), "step_id": None})  # fmt: skip
+        self.runner.log.artifact(artifact)
         return artifact
 
     def list_artifacts(self, caller: Caller, task_id: str, page: Page) -> tuple[list[ArtifactRecord], int]:
@@ -456,12 +453,6 @@ class TaskService:
         except ConfigurationError as exc:
             raise NotReady(f"the tools of this service cannot start now: {exc.detail}") from exc
         check_bound(agent, executor.toolbox.bound, executor.retrievers, names_every_model=executor.names_every_model)
-
-    def _event(self, task_id: str, kind: str, data: Mapping[str, Any]) -> None:
-        try:
-            self.store.append_event(task_id, kind, data)
-        except RegistryError as exc:  # the log is for watchers: the request stands without it
-            log.warning("could not append a %s event to task %s: %s", kind, task_id, exc)
 
 
 def _agent_name(named: Any) -> str:

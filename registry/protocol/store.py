@@ -13,18 +13,20 @@ Errors: a URL that cannot be used at startup raises ``ConfigurationError``
 (one line, password redacted); a database failure afterwards raises
 ``StoreError``. Anything else that escapes is a bug in the caller or here.
 
-At most one step of a task runs at a time, across threads and replicas:
-``claim_task`` is a conditional UPDATE of the task's status, and of two
-concurrent claims exactly one changes a row.
+At most one segment of a task is queued or running at a time, across
+threads, processes and hosts: ``submit`` is a conditional UPDATE of the
+task's status and segment count, and of two concurrent submits exactly one
+changes a row; the segment is enqueued in the same transaction.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -380,28 +382,31 @@ class TaskStore:
 
     def append_event(self, task_id: str, kind: str, data: Mapping[str, Any]) -> int:
         """Append an entry to the task's event log; its number (1 for the
-        first), committed once this returns. Writers of one task never
-        share a number: the insert picks the next one inside its own
-        transaction, and a writer that loses a race tries again."""
+        first), committed once this returns."""
+        return self.append_events(task_id, [(kind, data)])[-1]
+
+    def append_events(self, task_id: str, entries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
+        """Append ``entries`` (each a kind and its data) to the task's event
+        log in one transaction, numbered one after another: a reader sees all
+        of them or none. Their numbers, committed once this returns. Writers
+        of one task never share a number: the insert picks the next one
+        inside its own transaction, and a writer that loses a race tries again."""
         for _attempt in range(_APPEND_ATTEMPTS):
             try:
                 with self._transaction(writes=True) as db:
-                    seq = (
-                        int(
-                            db.execute(
-                                select(func.coalesce(func.max(task_events.c.seq), 0)).where(
-                                    task_events.c.task_id == task_id
-                                )
-                            ).scalar_one()
-                        )
-                        + 1
-                    )
+                    last = db.execute(
+                        select(func.coalesce(func.max(task_events.c.seq), 0)).where(task_events.c.task_id == task_id)
+                    ).scalar_one()
+                    now = datetime.now(timezone.utc)
+                    numbers = [int(last) + offset for offset in range(1, len(entries) + 1)]
                     db.execute(
-                        insert(task_events).values(
-                            task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=datetime.now(timezone.utc)
-                        )
+                        insert(task_events),
+                        [
+                            {"task_id": task_id, "seq": seq, "kind": kind, "data": dict(data), "created_at": now}
+                            for seq, (kind, data) in zip(numbers, entries, strict=True)
+                        ],
                     )
-                return seq
+                return numbers
             except StoreError as exc:
                 if not isinstance(exc.__cause__, sa_exc.IntegrityError):
                     raise
@@ -418,6 +423,21 @@ class TaskStore:
             ).all()
         return [TaskEvent(**row._mapping) for row in rows]
 
+    def events_in(self, windows: Collection[tuple[str, int]], *, batch: int) -> list[TaskEvent]:
+        """The entries of several tasks in one query: for each ``(task_id,
+        after)`` of ``windows``, the task's entries numbered ``after + 1`` to
+        ``after + batch`` (a log is numbered without gaps), by task and
+        number (an entry in two windows comes twice). The windows go as one
+        JSON parameter, so that the query is the same text however many
+        there are: nothing to compile again, nothing nested to parse."""
+        if not windows:
+            return []
+        listed = json.dumps([{"task_id": task_id, "after": after} for task_id, after in windows])
+        with self._transaction() as db:
+            query = _EVENTS_IN_POSTGRESQL if db.dialect.name == "postgresql" else _EVENTS_IN_SQLITE
+            rows = db.execute(query, {"windows": listed, "batch": batch}).all()
+        return [TaskEvent(**row._mapping) for row in rows]
+
     @contextmanager
     def _transaction(self, *, writes: bool = False) -> Iterator[Connection]:
         """One transaction, committed when the block ends without an error;
@@ -429,6 +449,21 @@ class TaskStore:
                     yield connection
         except _DATABASE_FAILURES as exc:
             raise StoreError(f"the task store failed: {_first_line(exc)}") from exc
+
+
+_EVENTS_COLUMNS = "e.task_id, e.seq, e.kind, e.data, e.created_at"
+_EVENTS_IN_SQLITE = text(
+    f"SELECT {_EVENTS_COLUMNS} FROM json_each(:windows) AS w JOIN task_events AS e"
+    " ON e.task_id = json_extract(w.value, '$.task_id') AND e.seq > json_extract(w.value, '$.after')"
+    " AND e.seq <= json_extract(w.value, '$.after') + :batch ORDER BY e.task_id, e.seq"
+).columns(*task_events.c)
+_EVENTS_IN_POSTGRESQL = text(
+    f"SELECT {_EVENTS_COLUMNS} FROM jsonb_to_recordset(CAST(:windows AS jsonb)) AS w(task_id text, after integer)"
+    " JOIN task_events AS e ON e.task_id = w.task_id AND e.seq > w.after AND e.seq <= w.after + :batch"
+    " ORDER BY e.task_id, e.seq"
+).columns(*task_events.c)
+"""``events_in``'s query on each backend: the windows joined with the log,
+each an index range (the log's key is the task and the number)."""
 
 
 def _create_engine(url: str) -> Engine:
