@@ -13,9 +13,8 @@ Every kind, with the members of its ``data`` (JSON):
     ``registry.protocol.states`` names it), ``reason`` (optional text).
 ``step``
     a step started or ended: ``step_id``, ``number``, ``status``
-    (``running``, ``completed``, ``failed``), ``worker`` (the process
-    running it: ``host:pid`` from ``tasklog.worker_id``, its DBOS executor
-    id once steps run there), ``output`` and ``error`` once ended.
+    (``running``, ``completed``, ``failed``), ``worker`` (the worker
+    running it: its DBOS executor id, ``host-pid-random``), ``output`` and ``error`` once ended.
 ``text``
     model text as it streams: ``step_id``, ``agent``, ``delta``.
 ``tool_call``

@@ -23,9 +23,7 @@ what it did is still in its step, action and artifact rows.
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -47,11 +45,6 @@ FLUSH_CHARS = 4096
 """How much of it gathers at most before it is written."""
 
 Entry = tuple[str, Mapping[str, Any]]
-
-
-def worker_id() -> str:
-    """Which process runs a step, as its ``worker`` says: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class TaskLog:
