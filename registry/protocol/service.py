@@ -246,6 +246,8 @@ class TaskService:
         )
         if queued is None:
             raise _conflict(self.get_task(caller, task_id), "step")
+        if decision is not None:
+            self.runner.log.action(self._decided(task_id, decision.action_id))
         self.runner.log.state(queued)
         return self._wait_for_step(task_id, step.step_id)
 
@@ -277,7 +279,7 @@ class TaskService:
         )
         if queued is None:
             raise _conflict(self.get_task(caller, task_id), "decide")
-        decided = next(a for a in self.store.list_actions(task_id) if a.action_id == pending.action_id)
+        decided = self._decided(task_id, pending.action_id)
         self.runner.log.action(decided)
         self.runner.log.state(queued)
         return decided
@@ -307,6 +309,9 @@ class TaskService:
             reason=decision.get("reason"),
             edited_arguments=edited,
         )
+
+    def _decided(self, task_id: str, action_id: str) -> ActionRecord:
+        return next(a for a in self.store.list_actions(task_id) if a.action_id == action_id)
 
     def _enqueue(self, connection: Connection, task: TaskRecord) -> None:
         self.engine.enqueue_in(connection, Segment(task.task_id, task.segments))

@@ -5,7 +5,7 @@ replicas), through one SQLAlchemy engine.
 ``TaskStore(url)`` takes ``sqlite:///path/to/tasks.db`` or
 ``postgresql+psycopg://user:password@host/database`` and brings the schema
 (``registry.protocol.tables``) to the latest revision on construction
-(Alembic, ``migrations/`` beside this module). Every method is one
+(Alembic, through ``registry.protocol.database``). Every method is one
 transaction of its own and returns the frozen records of
 ``registry.protocol.records``.
 
@@ -23,42 +23,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
-import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.util import CommandError
-from sqlalchemy import Table, create_engine, event, func, insert, select, text, update
+from sqlalchemy import Table, func, insert, select, text, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from registry.errors import ConfigurationError, InvalidState, StoreError
+from registry.errors import InvalidState, StoreError
+from registry.protocol.database import DATABASE_FAILURES, WRITES, first_line, open_engine
 from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskEvent, TaskRecord
 from registry.protocol.tables import actions, artifact_data, artifacts, journal, steps, task_events, tasks
-from registry.settings import redact
 
-MIGRATIONS = Path(__file__).with_name("migrations")
-"""Alembic's script directory: ``env.py`` and ``versions/``."""
-
-# Any constant shared by every replica; ours spells "prompreg" in ASCII.
-_MIGRATION_LOCK = 0x70726F6D70726567
-
-# The execution option that makes a SQLite transaction take the write lock
-# when it begins (BEGIN IMMEDIATE): a transaction that reads first and writes
-# later could otherwise fail at once with "database is locked" instead of
-# waiting out the busy timeout.
-_WRITES = "registry_writes"
-
-_SQLITE_BUSY_TIMEOUT_MS = 5000
 _APPEND_ATTEMPTS = 20
 """Tries at the next number of a task's event log before its writers are too many."""
 
@@ -70,25 +50,11 @@ class DecisionConflict(InvalidState):
         super().__init__(detail, entity="action", state="decided", allowed=[])
 
 
-# Alembic's ``context`` and ``op`` are module-level proxies: two upgrades at
-# once in one process (two stores opened together) would share them.
-_UPGRADING = threading.Lock()
-
-# The driver failed, the server is gone, or the pool has no connection left.
-# Other SQLAlchemy errors (a value that cannot be bound...) are bugs, not outages.
-_DATABASE_FAILURES = (sa_exc.DBAPIError, sa_exc.TimeoutError)
-
-
 class TaskStore:
     """Tasks, steps, actions, artifacts and journals in one database."""
 
     def __init__(self, url: str) -> None:
-        self._engine = _create_engine(url)
-        try:
-            _upgrade(self._engine, url)
-        except BaseException:
-            self._engine.dispose()
-            raise
+        self._engine = open_engine(url)
 
     def close(self) -> None:
         """Close every connection the store holds."""
@@ -444,11 +410,11 @@ class TaskStore:
         database failures come out as ``StoreError``."""
         try:
             with self._engine.connect() as connection:
-                connection.execution_options(**{_WRITES: writes})
+                connection.execution_options(**{WRITES: writes})
                 with connection.begin():
                     yield connection
-        except _DATABASE_FAILURES as exc:
-            raise StoreError(f"the task store failed: {_first_line(exc)}") from exc
+        except DATABASE_FAILURES as exc:
+            raise StoreError(f"the task store failed: {first_line(exc)}") from exc
 
 
 _EVENTS_COLUMNS = "e.task_id, e.seq, e.kind, e.data, e.created_at"
@@ -464,98 +430,6 @@ _EVENTS_IN_POSTGRESQL = text(
 ).columns(*task_events.c)
 """``events_in``'s query on each backend: the windows joined with the log,
 each an index range (the log's key is the task and the number)."""
-
-
-def _create_engine(url: str) -> Engine:
-    try:
-        parsed = make_url(url)
-    except sa_exc.ArgumentError as exc:
-        raise ConfigurationError(f"the task store URL is not a database URL: {redact(url)!r}") from exc
-    if parsed.drivername == "sqlite":
-        if parsed.database in (None, "", ":memory:"):
-            raise ConfigurationError(f"the task store URL names no database file: {redact(url)!r}")
-        engine = create_engine(parsed)
-        event.listen(engine, "connect", _configure_sqlite)
-        event.listen(engine, "begin", _begin_sqlite)
-        return engine
-    if parsed.drivername == "postgresql+psycopg":
-        # pool_pre_ping: a connection the server closed (a restart, a failover)
-        # is replaced instead of failing the next request.
-        return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 5})
-    raise ConfigurationError(
-        f"the task store URL must start with sqlite:/// or postgresql+psycopg://, not {redact(url)!r}"
-    )
-
-
-def _configure_sqlite(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-    # The driver's own transaction handling begins transactions only before
-    # writes and never before DDL; _begin_sqlite begins each one instead.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-        _use_wal(cursor)
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
-
-
-def _use_wal(cursor: sqlite3.Cursor) -> None:
-    """Put the database in WAL mode (readers never wait for the writer, nor
-    the writer for them), which the file keeps once set."""
-    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            # SQLite answers "locked" at once here, without waiting out the busy
-            # timeout, while another process opens a new file or switches it to WAL.
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _begin_sqlite(connection: Connection) -> None:
-    writes = connection.get_execution_options().get(_WRITES, False)
-    connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
-
-
-def _upgrade(engine: Engine, url: str) -> None:
-    """Bring the schema to the latest revision, in one transaction."""
-    config = Config()
-    # The option goes through ConfigParser, which would read a % as interpolation.
-    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
-    try:
-        with _UPGRADING, engine.connect() as connection:
-            # On SQLite, BEGIN IMMEDIATE makes a second process wait for the first one's upgrade.
-            connection.execution_options(**{_WRITES: True})
-            with connection.begin():
-                if connection.dialect.name == "postgresql":
-                    # Replicas starting together: one upgrades, the others
-                    # wait here, then find the schema at the latest revision.
-                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-                config.attributes["connection"] = connection
-                command.upgrade(config, "head")
-    except _DATABASE_FAILURES as exc:
-        raise ConfigurationError(
-            f"cannot open the task store at {redact(url)}: {_first_line(exc, engine.url)}"
-        ) from exc
-    except CommandError as exc:
-        # A revision this version does not know: a newer one upgraded the database.
-        raise ConfigurationError(f"cannot migrate the task store at {redact(url)}: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: Exception, url: URL | None = None) -> str:
-    """The error in one line: the driver's own message when there is one
-    (SQLAlchemy's adds the statement and its parameters, an event or an
-    artifact's bytes among them), without the URL's password."""
-    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
-    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    line = lines[0] if lines else type(cause).__name__
-    if url is not None and url.password:
-        line = line.replace(str(url.password), "***")
-    return line
 
 
 def _record_decision(db: Connection, decision: Decision) -> None:

@@ -97,9 +97,9 @@ def test_a_subscriber_sees_the_task_as_it_runs_and_its_stream_ends_after_the_out
     server.step(task)
     # The proposed action reaches the subscriber while the task waits for its decision.
     waiting = subscriber.until(lambda m: m.event == "state" and m.json()["status"] == "waiting_for_input")
-    assert [m.event for m in waiting] == ["state", "state", "step", "tool_call", "action", "step", "state"]
-    assert waiting[4].json()["status"] == "pending" and waiting[4].json()["tool"] == "list_jobs"
-    assert waiting[5].json()["worker"] and waiting[5].json()["status"] == "completed"
+    assert [m.event for m in waiting] == ["state", "state", "state", "step", "tool_call", "action", "step", "state"]
+    assert waiting[5].json()["status"] == "pending" and waiting[5].json()["tool"] == "list_jobs"
+    assert waiting[6].json()["worker"] and waiting[6].json()["status"] == "completed"
     server.step(task, decision="approve")
     rest = subscriber.rest()
     assert [m.event for m in rest][-3:] == ["step", "state", "outcome"]

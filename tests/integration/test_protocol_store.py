@@ -25,8 +25,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from registry.errors import ConfigurationError, StoreError
+from registry.protocol.database import MIGRATIONS
 from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord
-from registry.protocol.store import MIGRATIONS, DecisionConflict, TaskStore
+from registry.protocol.store import DecisionConflict, TaskStore
 from registry.protocol.tables import METADATA
 from tests.support.ports import free_port
 from tests.support.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)

@@ -6,8 +6,6 @@ tests/integration/test_protocol_events.py."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -75,19 +73,22 @@ def test_a_task_s_log_tells_its_steps_action_tool_call_answer_and_outcome_in_ord
         first = step(http, task)
         step(http, task, decision="approve")
         log = service.app.extensions["agent_protocol.service"].store.events_after(task, 0)
+        worker = service.app.extensions["agent_protocol.service"].engine.worker_id
     finally:
         service.close()
     assert kinds(log) == [
         "state",  # created
-        "state",  # running
+        "state",  # queued: the first step's request
+        "state",  # running: a worker took it
         "step",  # 1 running
         "tool_call",  # proposed: it waits for a decision
         "action",  # pending
         "step",  # 1 completed
         "state",  # waiting_for_input
+        "action",  # approved, by the second step's request
+        "state",  # queued
         "state",  # running
         "step",  # 2 running
-        "action",  # approved
         "tool_call",
         "tool_result",
         "text",
@@ -98,7 +99,7 @@ def test_a_task_s_log_tells_its_steps_action_tool_call_answer_and_outcome_in_ord
     ]
     assert [entry.seq for entry in log] == list(range(1, len(log) + 1))
     states = [entry.data["status"] for entry in log if entry.kind == "state"]
-    assert states == ["created", "running", "waiting_for_input", "running", "completed"]
+    assert states == ["created", "queued", "running", "waiting_for_input", "queued", "running", "completed"]
     steps = [entry.data for entry in log if entry.kind == "step"]
     assert [(s["number"], s["status"]) for s in steps] == [
         (1, "running"),
@@ -106,7 +107,7 @@ def test_a_task_s_log_tells_its_steps_action_tool_call_answer_and_outcome_in_ord
         (2, "running"),
         (2, "completed"),
     ]
-    assert {s["worker"] for s in steps} == {f"{socket.gethostname()}:{os.getpid()}"}
+    assert {s["worker"] for s in steps} == {worker}
     assert steps[1]["step_id"] == first["step_id"] and steps[1]["output"] == first["output"]
     assert [entry.data["status"] for entry in log if entry.kind == "action"] == ["pending", "approved"]
     result = next(entry.data for entry in log if entry.kind == "tool_result")
