@@ -68,7 +68,7 @@ def test_the_ui_relays_a_task_s_events_as_they_come_and_resumes_after_last_event
     waiting = page.until(lambda m: m.event == "action")
     assert [m.event for m in waiting] == ["state", "state", "state", "step", "tool_call", "action"]
     resumed = Subscriber(f"{registry.base}/ui/tasks/{task}/events", headers={"Last-Event-ID": "3"})
-    assert [m.id for m in resumed.until(lambda m: m.event == "action")] == ["4", "5"]
+    assert [m.id for m in resumed.until(lambda m: m.event == "action")] == ["4", "5", "6"]
     step(agents, task, decision="approve")
     rest = page.rest()
     assert rest[-1].event == "outcome" and rest[-1].json()["outcome"] == "completed"
