@@ -44,10 +44,13 @@ RETRIES = 3
 """Times a background task's failed model call is tried again before the task fails."""
 
 
-def step_id_of(task_id: str, segment: int, index: int) -> str:
+def step_id_of(task_id: str, segment: int, index: int, attempt: int = 0) -> str:
     """The id of step ``index`` of segment ``segment``: the same in every
-    worker that runs it, so that one taking it over finds it."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"prompt-registry:task:{task_id}:{segment}:{index}"))
+    worker that runs it, so that one taking it over finds it. A step tried
+    again after its model call failed (``attempt``) is a step of its own:
+    under the failed step's id it would find that step over, and never run."""
+    tried = f":{attempt}" if attempt else ""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"prompt-registry:task:{task_id}:{segment}:{index}{tried}"))
 
 
 class _StoreJournal:
@@ -84,7 +87,7 @@ class StepRunner:
         if task is None or task.status in TASK_FINISHED:
             return Next.STOP
         planned = StepRecord(
-            step_id=step_id_of(task_id, segment, index),
+            step_id=step_id_of(task_id, segment, index, attempt),
             task_id=task_id,
             number=0,
             status=transition("step", "(new)", "start").target,
