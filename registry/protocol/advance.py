@@ -35,7 +35,7 @@ from registry.protocol.requests import content_type as checked_content_type
 from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.states import TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
-from registry.runs.engine import Next
+from registry.runs.engine import Next, while_the_database_is_away
 
 log = logging.getLogger("registry.protocol")
 
@@ -66,7 +66,11 @@ class _StoreJournal:
         return self._events.get(key)
 
     def record(self, key: str, event: Mapping[str, Any]) -> None:
-        self._store.record_event(self._task_id, key, event)
+        # Durable when it returns, or not at all: an error here would end
+        # the run as failed (the executor's own failures do), not the step.
+        while_the_database_is_away(
+            lambda: self._store.record_event(self._task_id, key, event), f"the journal of task {self._task_id}"
+        )
         self._events[key] = dict(event)
 
 
@@ -115,10 +119,9 @@ class StepRunner:
         return Next.CONTINUE
 
     def _run(self, task: TaskRecord, step: StepRecord, attempt: int) -> StepRecord:
+        journal = _StoreJournal(self.store, task.task_id)  # the database away: the engine tries the step again
         try:
-            result = self.executor.step(
-                self._pinned(task), task.inputs, journal=_StoreJournal(self.store, task.task_id)
-            )
+            result = self.executor.step(self._pinned(task), task.inputs, journal=journal)
         except RegistryError as exc:
             # The registry could not give the pinned agent: the step fails,
             # and the task can try again.

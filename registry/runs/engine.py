@@ -22,15 +22,18 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from dbos import DBOS, DBOSClient
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from registry.errors import ConfigurationError
+from registry.errors import ConfigurationError, StoreError
 
 log = logging.getLogger("registry.runs")
 
@@ -44,6 +47,10 @@ MAX_STEPS_PER_SEGMENT = 10_000
 """A bound on a segment's loop: the run's own limits end it long before."""
 _RETRY_DELAYS = (1.0, 4.0, 15.0)
 """Seconds before a background step whose model call failed is tried again."""
+OUTAGE_WAITS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
+"""Seconds between tries of what a step writes while the database is away;
+the last repeats until it is back, as DBOS waits for its own tables."""
+_T = TypeVar("_T")
 
 
 class Next(str, Enum):
@@ -82,7 +89,12 @@ def _step(task_id: str, segment: int, index: int, worker: str, attempt: int) -> 
     advance = _advance
     if advance is None:  # a workflow recovered in a process that serves no tasks
         raise RuntimeError("this process runs no task steps")
-    return advance(task_id, segment, index, worker, attempt).value
+    # A step that failed on the database would end its workflow in error,
+    # and leave its task running with nothing to run it: it is tried again
+    # until the database is back, and takes itself over as another worker would.
+    return while_the_database_is_away(
+        lambda: advance(task_id, segment, index, worker, attempt).value, f"step {index} of task {task_id}"
+    )
 
 
 @DBOS.workflow(name=WORKFLOW)
@@ -102,6 +114,29 @@ def _segment(task_id: str, segment: int, max_steps: int) -> str:
         attempt = 0
         index += 1
     return "max-steps"
+
+
+def database_away(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database the store and DBOS share is away
+    for now (a restart, a failover, a write lock held too long), rather
+    than that a statement is wrong."""
+    return isinstance(exc, StoreError) and isinstance(exc.__cause__, (sa_exc.OperationalError, sa_exc.TimeoutError))
+
+
+def while_the_database_is_away(call: Callable[[], _T], what: str) -> _T:
+    """``call()``, tried again (after ``OUTAGE_WAITS``) for as long as it
+    fails because the database is away; ``what`` names it in the log."""
+    tries = 0
+    while True:
+        try:
+            return call()
+        except StoreError as exc:
+            if not database_away(exc):
+                raise
+            wait = OUTAGE_WAITS[min(tries, len(OUTAGE_WAITS) - 1)]
+            tries += 1
+            log.warning("%s waits %.1f s for the database: %s", what, wait, exc)
+            time.sleep(wait)
 
 
 def new_worker_id() -> str:
