@@ -176,6 +176,11 @@ class RunEngine:
     def start(self, advance: Advance | None) -> None:
         """Open the client; in a worker, launch DBOS and listen to the queue."""
         global _advance, _worker
+        if not self.worker:
+            # DBOS's client never creates DBOS's tables; a worker's launch does.
+            # A server that starts on a database no worker has launched on yet
+            # would refuse every task until one does.
+            DBOS.migrate(self.database_url)
         self._client = DBOSClient(system_database_url=self.database_url, application_name=APPLICATION)
         if not self.worker:
             return
