@@ -271,6 +271,27 @@ def test_a_hundred_background_tasks_over_two_workers_all_complete_each_exactly_o
     hundred_tasks_complete_once(runs, token=TOKEN_A)
 
 
+def test_a_task_given_to_a_server_before_any_worker_started_waits_queued_and_runs_when_one_starts(
+    tmp_path: Path,
+) -> None:
+    repository = build_example_repository(tmp_path / "library")
+    (tmp_path / "script.yml").write_text("- content: 'Open Settings, then Profile.'\n", encoding="utf-8")
+    options = ["--repo", str(repository), "--database-url", f"sqlite:///{tmp_path / 'tasks.db'}"]
+    options += ["--model", "scripted:script.yml"]
+    with fleet(tmp_path / "logs", cwd=tmp_path) as made:
+        front = made.server("--no-worker", *options)
+        made.start(front)
+        status, task = call(front.base, "POST", "/ap/v1/agent/tasks", {
+            "input": "How do I change my e-mail address?",
+            "additional_input": {"agent": "support/draft_answer", "mode": "background"},
+        })  # fmt: skip
+        assert (status, task["status"]) == (200, "queued"), task
+        assert call(front.base, "GET", f"/ap/v1/agent/tasks/{task['task_id']}")[1]["status"] == "queued"
+        made.start(made.worker(*options))
+        done = wait_for_status(front.base, task["task_id"], FINISHED)
+        assert (done["status"], done["output"]) == ("completed", "Open Settings, then Profile."), done
+
+
 def test_a_tasks_db_of_revision_0002_with_a_step_left_running_migrates_when_the_service_starts(
     tmp_path: Path,
 ) -> None:
