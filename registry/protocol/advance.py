@@ -35,7 +35,7 @@ from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.states import TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
 from registry.protocol.tasklog import TaskLog
-from registry.runs.engine import Next
+from registry.runs.engine import Next, while_the_database_is_away
 
 log = logging.getLogger("registry.protocol")
 
@@ -44,10 +44,13 @@ RETRIES = 3
 """Times a background task's failed model call is tried again before the task fails."""
 
 
-def step_id_of(task_id: str, segment: int, index: int) -> str:
+def step_id_of(task_id: str, segment: int, index: int, attempt: int = 0) -> str:
     """The id of step ``index`` of segment ``segment``: the same in every
-    worker that runs it, so that one taking it over finds it."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"prompt-registry:task:{task_id}:{segment}:{index}"))
+    worker that runs it, so that one taking it over finds it. A step tried
+    again after its model call failed (``attempt``) is a step of its own:
+    under the failed step's id it would find that step over, and never run."""
+    tried = f":{attempt}" if attempt else ""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"prompt-registry:task:{task_id}:{segment}:{index}{tried}"))
 
 
 class _StoreJournal:
@@ -63,7 +66,11 @@ class _StoreJournal:
         return self._events.get(key)
 
     def record(self, key: str, event: Mapping[str, Any]) -> None:
-        self._store.record_event(self._task_id, key, event)
+        # Durable when it returns, or not at all: an error here would end
+        # the run as failed (the executor's own failures do), not the step.
+        while_the_database_is_away(
+            lambda: self._store.record_event(self._task_id, key, event), f"the journal of task {self._task_id}"
+        )
         self._events[key] = dict(event)
 
 
@@ -85,7 +92,7 @@ class StepRunner:
         if task is None or task.status in TASK_FINISHED:
             return Next.STOP
         planned = StepRecord(
-            step_id=step_id_of(task_id, segment, index),
+            step_id=step_id_of(task_id, segment, index, attempt),
             task_id=task_id,
             number=0,
             status=transition("step", "(new)", "start").target,
@@ -101,12 +108,12 @@ class StepRunner:
         finished = self._run(task, step, attempt)
         return self._after(self.store.get_task(task_id, owner=None) or task, finished)
 
-    def abandon(self, task_id: str, segment: int, index: int, reason: str) -> None:
+    def abandon(self, task_id: str, segment: int, index: int, attempt: int, reason: str) -> None:
         """The step raised on every try: it ends failed, and so does a
         background task; a stepped task waits for its next step."""
         log.error("step %d of segment %d of task %s: %s", index, segment, task_id, reason)
         task = self.store.get_task(task_id, owner=None)
-        step = self.store.get_step(task_id, step_id_of(task_id, segment, index))
+        step = self.store.get_step(task_id, step_id_of(task_id, segment, index, attempt))
         if task is None or step is None or step.status not in ("created", "running"):
             return
         if task.status == "queued":  # it never began: the task is freed as begin_step would have
@@ -126,11 +133,10 @@ class StepRunner:
         return Next.CONTINUE
 
     def _run(self, task: TaskRecord, step: StepRecord, attempt: int) -> StepRecord:
+        journal = _StoreJournal(self.store, task.task_id)  # the database away: the engine tries the step again
         try:
             with self.log.sink(task.task_id, step.step_id) as sink:
-                result = self.executor.step(
-                    self._pinned(task), task.inputs, journal=_StoreJournal(self.store, task.task_id), sink=sink
-                )
+                result = self.executor.step(self._pinned(task), task.inputs, journal=journal, sink=sink)
         except RegistryError as exc:
             # The registry could not give the pinned agent: the step fails,
             # and the task can try again.

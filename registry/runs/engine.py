@@ -22,15 +22,18 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from dbos import DBOS, DBOSClient
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from registry.errors import ConfigurationError
+from registry.errors import ConfigurationError, StoreError
 
 log = logging.getLogger("registry.runs")
 
@@ -44,6 +47,10 @@ MAX_STEPS_PER_SEGMENT = 10_000
 """A bound on a segment's loop: the run's own limits end it long before."""
 _RETRY_DELAYS = (1.0, 4.0, 15.0)
 """Seconds before a background step whose model call failed is tried again."""
+OUTAGE_WAITS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
+"""Seconds between tries of what a step writes while the database is away;
+the last repeats until it is back, as DBOS waits for its own tables."""
+_T = TypeVar("_T")
 
 
 class Next(str, Enum):
@@ -61,7 +68,7 @@ class Advance(Protocol):
         """Run step ``index`` of segment ``segment`` of the task on ``worker``;
         ``attempt`` counts the tries of a step that asked to be retried."""
 
-    def abandon(self, task_id: str, segment: int, index: int, reason: str) -> None:
+    def abandon(self, task_id: str, segment: int, index: int, attempt: int, reason: str) -> None:
         """Step ``index`` raised on every try: end it as failed, so that the
         task does not stay running with no worker on it."""
 
@@ -120,14 +127,21 @@ def _service() -> Advance:
 # is tried again: what it recorded, it does not do twice.
 @DBOS.step(name="prompt_registry.task_step", retries_allowed=True, max_attempts=4, interval_seconds=0.5)
 def _step(task_id: str, segment: int, index: int, worker: str, attempt: int) -> str:
+    service = _service()
     with _in_flight:
-        return _service().advance(task_id, segment, index, worker, attempt).value
+        # A step failing on the database would use up its tries in moments:
+        # it waits for the database to be back, then takes itself over as
+        # another worker would.
+        return while_the_database_is_away(
+            lambda: service.advance(task_id, segment, index, worker, attempt).value,
+            f"step {index} of task {task_id}",
+        )
 
 
 @DBOS.step(name="prompt_registry.abandon_step", retries_allowed=True, max_attempts=10, interval_seconds=1.0)
-def _abandon(task_id: str, segment: int, index: int, reason: str) -> None:
+def _abandon(task_id: str, segment: int, index: int, attempt: int, reason: str) -> None:
     with _in_flight:
-        _service().abandon(task_id, segment, index, reason)
+        _service().abandon(task_id, segment, index, attempt, reason)
 
 
 @DBOS.workflow(name=WORKFLOW)
@@ -140,7 +154,7 @@ def _segment(task_id: str, segment: int, max_steps: int) -> str:
         try:
             verdict = Next(_step(task_id, segment, index, _worker, attempt))
         except Exception as exc:  # every try raised: the step ends failed, the task goes on or fails
-            _abandon(task_id, segment, index, f"the step could not run: {exc}")
+            _abandon(task_id, segment, index, attempt, f"the step could not run: {exc}")
             return "abandoned"
         if verdict is Next.STOP:
             return "stopped"
@@ -151,6 +165,29 @@ def _segment(task_id: str, segment: int, max_steps: int) -> str:
         attempt = 0
         index += 1
     return "max-steps"
+
+
+def database_away(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database the store and DBOS share is away
+    for now (a restart, a failover, a write lock held too long), rather
+    than that a statement is wrong."""
+    return isinstance(exc, StoreError) and isinstance(exc.__cause__, (sa_exc.OperationalError, sa_exc.TimeoutError))
+
+
+def while_the_database_is_away(call: Callable[[], _T], what: str) -> _T:
+    """``call()``, tried again (after ``OUTAGE_WAITS``) for as long as it
+    fails because the database is away; ``what`` names it in the log."""
+    tries = 0
+    while True:
+        try:
+            return call()
+        except StoreError as exc:
+            if not database_away(exc):
+                raise
+            wait = OUTAGE_WAITS[min(tries, len(OUTAGE_WAITS) - 1)]
+            tries += 1
+            log.warning("%s waits %.1f s for the database: %s", what, wait, exc)
+            time.sleep(wait)
 
 
 def new_worker_id() -> str:
@@ -190,6 +227,11 @@ class RunEngine:
     def start(self, advance: Advance | None) -> None:
         """Open the client; in a worker, launch DBOS and listen to the queue."""
         global _advance, _worker
+        if not self.worker:
+            # DBOS's client never creates DBOS's tables; a worker's launch does.
+            # A server that starts on a database no worker has launched on yet
+            # would refuse every task until one does.
+            DBOS.migrate(self.database_url)
         self._client = DBOSClient(system_database_url=self.database_url, application_name=APPLICATION)
         if not self.worker:
             return

@@ -19,7 +19,8 @@ down_revision = "0003"
 branch_labels = None
 depends_on = None
 
-_INTERRUPTED = '{"state": "failed", "error": "the service was upgraded while this step ran: post a new step to go on"}'
+# A mapping: the JSON type writes it as the object (a str would be stored as a JSON string).
+_INTERRUPTED = {"state": "failed", "error": "the service was upgraded while this step ran: post a new step to go on"}
 
 
 def upgrade() -> None:
