@@ -262,7 +262,7 @@ def _assert_ended_one_way(runs: Rig, task_id: str, *, cancelled: bool) -> None:
     else:
         assert (task["status"], task["outcome"], task["output"]) == ("completed", "completed", "finished"), task
         assert (states[-1], [s for s in states if s in FINISHED]) == ("completed", ["completed"])
-        assert outcomes == [{"outcome": "completed", "output": "finished"}]
+        assert outcomes == [{"outcome": "completed", "output": "finished", "error": None}]
         [step] = steps
         assert (step["is_last"], step["output"], step["additional_output"]["state"]) == (True, "finished", "completed")
 
