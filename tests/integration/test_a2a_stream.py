@@ -2,13 +2,15 @@
 whose own worker runs the tasks: a streamed message and a streamed decision,
 each followed until the task waits for its client or is over, and a
 resubscription, read by the SDK's client and as raw server-sent events
-checked against the specification's schema. Nothing steps the tasks."""
+checked against the specification's schema. Nothing steps the tasks; one
+test writes a log entry as a worker would, late."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,8 @@ from a2a.types import CancelTaskRequest, Part, StreamResponse, SubscribeToTaskRe
 from a2a.utils.errors import UnsupportedOperationError
 
 from registry.a2a.mapping import plain
+from registry.protocol import events
+from registry.protocol.store import TaskStore
 from tests.conftest import LibraryRepo
 from tests.support.a2a_calls import data, responses, sdk_client, sse_results, user_message
 from tests.support.a2a_schema import check_against_spec
@@ -33,11 +37,23 @@ MOVING = {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AServer]:
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[A2AServer]:
     library = LibraryRepo(tmp_path_factory.mktemp("stream") / "library").release("v1.0.0", {"a/react.yml": REACT})
-    data_dir = tmp_path_factory.mktemp("data")
     with A2AServer(library.path, data_dir, REPLIES, "--require-approval", "lookup") as found:
         yield found
+
+
+@pytest.fixture(scope="module")
+def log(data_dir: Path, server: A2AServer) -> Iterator[TaskStore]:
+    """The server's task store, opened beside it."""
+    store = TaskStore(f"sqlite:///{data_dir / 'tasks.db'}")
+    yield store
+    store.close()
 
 
 def agent_url(server: A2AServer) -> str:
@@ -88,6 +104,22 @@ def test_a_streamed_decision_follows_the_run_to_its_end(server: A2AServer) -> No
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     states = [event.status_update.status.state for event in rest[:-1] if event.HasField("status_update")]
     assert set(states) <= MOVING
+
+
+def test_a_wait_logged_after_its_decision_does_not_end_the_stream(server: A2AServer, log: TaskStore) -> None:
+    task = waiting_task(server)
+
+    async def approve() -> list[StreamResponse]:
+        async with sdk_client(agent_url(server), streaming=True) as client:
+            answers = client.send_message(user_message(data({"decision": "approve"}), task_id=task.id))
+            first = await anext(answers)
+            # What a worker that commits the wait, then logs it, leaves when a
+            # decision comes in between: the entry lands after the decision.
+            log.append_event(task.id, events.STATE, {"status": "waiting_for_input"})
+            return [first, *[answer async for answer in answers]]
+
+    *_, last = asyncio.run(approve())
+    assert last.status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 def test_a_resubscription_streams_the_rest_until_the_task_is_over(server: A2AServer) -> None:
