@@ -15,8 +15,14 @@ HTTP+JSON dispatchers, 0.3 compatibility, request validation, errors,
 server-sent events). Streams follow the task's event log (``stream``),
 so any process can serve any task's stream.
 
-A message without a task id starts a task (``messages.task_request``); one
-naming a task that waits carries a decision (``messages.decision``).
+A message without a task id starts a task (``messages.task_request``),
+which a worker runs at once, to its end or its next approval, with nothing
+more from the client; its files are stored with it, before it can start.
+A message naming a task that waits carries a decision
+(``messages.decision``), and the run goes on on a worker. A decision names
+no action: one sent while no action is pending (the task still submitted or
+working, or the action decided meanwhile) is refused, saying so, rather
+than held for an action its sender has not seen.
 ``message/send`` waits for the task to finish or to need its client, up to
 ``wait_seconds`` (``returnImmediately`` answers at once); a streamed send
 and a resubscription end there too. Push notification configurations are
@@ -57,6 +63,7 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
@@ -68,11 +75,14 @@ from registry.a2a.faults import call
 from registry.a2a.stream import TaskEvents, Translation, pauses
 from registry.protocol.records import ArtifactRecord, TaskRecord
 from registry.protocol.service import Caller, Page, TaskService
+from registry.protocol.states import TASK_FINISHED
 
 INLINE_BYTES = 64 * 1024
 """A file up to this size travels in the answer as bytes; a larger one as a URL to fetch."""
 WAIT_SECONDS = 30.0
 ARTIFACTS_SHOWN = 1000
+CANCEL_TRIES = 5
+"""Cancels tried while a worker moves the task on between the service's read and its write."""
 
 
 class PushConfigs(Protocol):
@@ -162,28 +172,27 @@ class TaskRequestHandler(RequestHandler):
                 )
             decision = messages.decision(message, limits=self._limits)
             after = await self._events.position(message.task_id)
-            await call(self._service.decide, caller, message.task_id, decision.as_mapping())
+            await self._decide(caller, message.task_id, decision)
             return message.task_id, after
         request = messages.task_request(message, endpoint_agent=agent_of(context), limits=self._limits)
         if params.configuration.HasField("task_push_notification_config"):
             self._push_configured()
-        task = await call(self._service.create_task, caller, request.body())
-        for upload in request.uploads:
-            await call(
-                self._service.upload_artifact,
-                caller,
-                task.task_id,
-                file_name=upload.file_name,
-                data=upload.data,
-                content_type=upload.content_type,
-                relative_path=upload.relative_path,
-            )
+        task = await call(self._service.create_task, caller, request.body(), files=request.uploads)
         if params.configuration.HasField("task_push_notification_config"):
             config = TaskPushNotificationConfig()
             config.CopyFrom(params.configuration.task_push_notification_config)
             config.task_id = task.task_id
             await call(self._push_configured().set, caller, task.task_id, config)
         return task.task_id, 0
+
+    async def _decide(self, caller: Caller, task_id: str, decision: messages.Decision) -> None:
+        """``decision`` on the task's pending action; with none pending, an
+        ``UnsupportedOperationError`` saying what the task is doing instead."""
+        try:
+            await call(self._service.decide, caller, task_id, decision.as_mapping())
+        except UnsupportedOperationError as exc:
+            record = await call(self._service.get_task, caller, task_id)
+            raise UnsupportedOperationError(_nothing_to_decide(record)) from exc
 
     # --- tasks -------------------------------------------------------------------------------
 
@@ -220,7 +229,18 @@ class TaskRequestHandler(RequestHandler):
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         _refuse_tenant(params.tenant)
         caller = caller_of(context)
-        await call(self._service.cancel_task, caller, params.id, cancelling=True)
+        for tries_left in reversed(range(CANCEL_TRIES)):
+            try:
+                await call(self._service.cancel_task, caller, params.id, cancelling=True)
+                break
+            except TaskNotCancelableError:
+                # The service writes ``cancelled`` only if the task is still in
+                # the state it read: a worker that moved it on meanwhile (queued
+                # to running, running to input-required) makes it refuse a
+                # cancel the new state allows. A task that is over is refused.
+                record = await call(self._service.get_task, caller, params.id)
+                if not tries_left or record.status in TASK_FINISHED:
+                    raise
         return await self._task(caller, context, params.id)
 
     @validate_request_params
@@ -245,7 +265,7 @@ class TaskRequestHandler(RequestHandler):
         """The task's events after entry ``after``, until one ends the stream."""
         translation = Translation(
             task_id,
-            status_of=lambda status: self._status(caller, task_id, status),
+            status_of=lambda status: self._entry_status(caller, task_id, status),
             artifact_of=lambda artifact_id: self._artifact(caller, context, task_id, artifact_id),
         )
         async for entry in self._events.follow(task_id, after):
@@ -267,6 +287,16 @@ class TaskRequestHandler(RequestHandler):
             stored, _ = await call(self._service.list_artifacts, caller, record.task_id, Page(1, ARTIFACTS_SHOWN))
             shown = [await self._file(caller, context, artifact) for artifact in stored]
         return mapping.task(record, status, shown)
+
+    async def _entry_status(self, caller: Caller, task_id: str, status: str) -> TaskStatus | None:
+        """The status a ``state`` entry of the log tells; None for a wait the
+        task has left already: a worker appends ``waiting_for_input`` just
+        after it commits it, so a decision can come in between, and a stream
+        must not end on a wait that is over."""
+        record = await call(self._service.get_task, caller, task_id)
+        if status == "waiting_for_input" and record.status != status:
+            return None
+        return await self._status(caller, task_id, status, record=record)
 
     async def _status(
         self, caller: Caller, task_id: str, status: str, *, record: TaskRecord | None = None
@@ -350,6 +380,28 @@ class TaskRequestHandler(RequestHandler):
 def _refuse_tenant(tenant: str) -> None:
     if tenant:
         raise InvalidParamsError(message=f"this service has no tenants: leave tenant out, not {tenant[:80]!r}")
+
+
+def _nothing_to_decide(task: TaskRecord) -> str:
+    """Why a decision on ``task`` is refused: it has no action pending."""
+    state = TaskState.Name(mapping.a2a_state(task.status))
+    if task.status in TASK_FINISHED:
+        return f"task {task.task_id} is {state}: it is over, and takes no more messages"
+    if task.status == "waiting_for_input" and task.mode != "background":
+        return (
+            f"task {task.task_id} waits for its next step through the Agent Protocol (POST .../steps):"
+            " no action is pending, there is nothing to decide"
+        )
+    if task.status == "waiting_for_input":
+        return (
+            f"task {task.task_id}: the action was decided by another request meanwhile, and the task now waits"
+            " for a decision on its next one (GetTask shows it): decide that one"
+        )
+    return (
+        f"task {task.task_id} is {state}: no action is pending, there is nothing to decide yet. A decision"
+        " answers the action of a task that is TASK_STATE_INPUT_REQUIRED: follow the task (SubscribeToTask,"
+        " or GetTask) until it is"
+    )
 
 
 def _page_number(token: str) -> int:

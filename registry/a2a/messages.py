@@ -34,6 +34,7 @@ from a2a.utils.errors import InvalidParamsError
 from registry.a2a.mapping import plain, struct_plain
 from registry.errors import InvalidRequest
 from registry.models import close_matches, did_you_mean, shorten
+from registry.protocol.records import Upload
 from registry.protocol.requests import DECISIONS, STEP_KEYS
 from registry.protocol.requests import content_type as checked_content_type
 from registry.protocol.requests import file_name as checked_file_name
@@ -55,16 +56,6 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Upload:
-    """A file part, checked: what ``TaskService.upload_artifact`` takes."""
-
-    file_name: str
-    relative_path: str | None
-    content_type: str
-    data: bytes
-
-
-@dataclass(frozen=True)
 class TaskRequest:
     """A message that starts a task, read."""
 
@@ -73,6 +64,7 @@ class TaskRequest:
     text: str | None
     inputs: dict[str, Any] | None
     uploads: tuple[Upload, ...]
+    """The file parts, checked: stored with the task, before it can start."""
 
     def body(self) -> dict[str, Any]:
         """The service's task request (``TaskService.create_task``): every A2A task runs in the background."""

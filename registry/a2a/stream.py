@@ -71,8 +71,10 @@ class PolledLog:
                 await asyncio.sleep(self._interval)
 
 
-StatusOf = Callable[[str], Awaitable[TaskStatus]]
-"""The A2A status of the task in an internal state (with what goes with it: its pending action, its error)."""
+StatusOf = Callable[[str], Awaitable[TaskStatus | None]]
+"""The A2A status of the task in an internal state (with what goes with it:
+its pending action, its error); None for an entry the task has left behind
+already, which says nothing to the stream (a wait decided meanwhile)."""
 ArtifactOf = Callable[[str], Awaitable[tuple[ArtifactRecord, Artifact] | None]]
 """One of the task's files by id, as A2A shows it; None when it is gone."""
 
@@ -88,7 +90,7 @@ class Translation:
     async def events(self, entry: TaskEvent) -> list[Event]:
         if entry.kind == events.STATE:
             status = await self._status_of(str(entry.data.get("status")))
-            return [mapping.status_update(self._task_id, status, seq=entry.seq)]
+            return [] if status is None else [mapping.status_update(self._task_id, status, seq=entry.seq)]
         if entry.kind == events.ARTIFACT:
             found = await self._artifact_of(str(entry.data.get("artifact_id")))
             return [] if found is None else [mapping.artifact_update(self._task_id, found[1], seq=entry.seq)]

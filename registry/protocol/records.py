@@ -102,6 +102,19 @@ class ArtifactRecord:
 
 
 @dataclass(frozen=True)
+class Upload:
+    """A file a client gives a task, not yet checked: what ``TaskService``
+    stores as one of the task's artifacts (``upload_artifact``, or
+    ``create_task``'s ``files``, stored before the task can start)."""
+
+    file_name: str
+    relative_path: str | None
+    content_type: str | None
+    """None: guessed from the name."""
+    data: bytes
+
+
+@dataclass(frozen=True)
 class TaskEvent:
     """One entry of a task's event log (``registry.protocol.events`` names the kinds)."""
 

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -48,7 +48,7 @@ from registry.format.definition import check_agent_name
 from registry.models import Issue
 from registry.protocol.advance import StepRunner, step_id_of
 from registry.protocol.outputs import pending_action
-from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord
+from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord, Upload
 from registry.protocol.requests import (
     MODES,
     check_bound,
@@ -147,7 +147,9 @@ class TaskService:
 
     # --- tasks ---------------------------------------------------------------------------
 
-    def create_task(self, caller: Caller, body: Mapping[str, Any]) -> TaskRecord:
+    def create_task(self, caller: Caller, body: Mapping[str, Any], *, files: Sequence[Upload] = ()) -> TaskRecord:
+        """A new task; ``files`` are stored with it, before a background task
+        can start (an upload after creation may come after its first step)."""
         text = optional_text(body, "input")
         extra = object_member(body, "additional_input")
         check_task_keys(extra)
@@ -182,8 +184,11 @@ class TaskService:
             mode=mode,
             segments=1 if background else 0,
         )
-        self.store.create_task(task, enqueue=self._enqueue if background else None)
+        stored = [self._new_file(task.task_id, upload) for upload in files]
+        self.store.create_task(task, files=stored, enqueue=self._enqueue if background else None)
         self.runner.log.created(task)
+        for artifact, _ in stored:
+            self.runner.log.artifact(artifact)
         return task
 
     def get_task(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -397,24 +402,30 @@ class TaskService:
             raise InvalidState(
                 f"the task is {task.status}: it takes no more files", entity="task", state=task.status, allowed=[]
             )
+        artifact, _ = self._new_file(task_id, Upload(file_name, relative_path, content_type, data))
+        self.store.add_artifact(artifact, data)
+        self.runner.log.artifact(artifact)
+        return artifact
+
+    def _new_file(self, task_id: str, upload: Upload) -> tuple[ArtifactRecord, bytes]:
+        """A client's file, checked (its size, name, path and media type), as the task's new artifact."""
+        data = upload.data
         if len(data) > self.max_artifact_bytes:
             raise PayloadTooLarge(f"an artifact may hold at most {self.max_artifact_bytes} bytes")
-        name = checked_file_name(file_name)
+        name = checked_file_name(upload.file_name)
+        transition("artifact", NEW, "upload")
         artifact = ArtifactRecord(
             artifact_id=str(uuid.uuid4()),
             task_id=task_id,
             agent_created=False,
             file_name=name,
-            relative_path=checked_relative_path(relative_path),
-            content_type=checked_content_type(content_type, name),
+            relative_path=checked_relative_path(upload.relative_path),
+            content_type=checked_content_type(upload.content_type, name),
             size=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
             created_at=_now(),
         )
-        transition("artifact", NEW, "upload")
-        self.store.add_artifact(artifact, data)
-        self.runner.log.artifact(artifact)
-        return artifact
+        return artifact, data
 
     def list_artifacts(self, caller: Caller, task_id: str, page: Page) -> tuple[list[ArtifactRecord], int]:
         self.get_task(caller, task_id)

@@ -70,11 +70,21 @@ class TaskStore:
 
     # Tasks
 
-    def create_task(self, task: TaskRecord, *, enqueue: Callable[[Connection, TaskRecord], None] | None = None) -> None:
-        """Add a new task; ``enqueue`` puts its first segment on the run queue
-        in the same transaction (a background task)."""
+    def create_task(
+        self,
+        task: TaskRecord,
+        *,
+        files: Sequence[tuple[ArtifactRecord, bytes]] = (),
+        enqueue: Callable[[Connection, TaskRecord], None] | None = None,
+    ) -> None:
+        """Add a new task and its ``files``; ``enqueue`` puts its first
+        segment on the run queue in the same transaction (a background task),
+        so that no worker starts it before its files are there."""
         with self._transaction(writes=True) as db:
             db.execute(insert(tasks).values(**_values(task)))
+            for artifact, data in files:
+                db.execute(insert(artifacts).values(**_values(artifact)))
+                db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
             if enqueue is not None:
                 enqueue(db, task)
 

@@ -11,7 +11,8 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
 from registry.a2a import messages
-from registry.a2a.messages import Decision, Limits, Upload
+from registry.a2a.messages import Decision, Limits
+from registry.protocol.records import Upload
 
 LIMITS = Limits(text_bytes=1000, file_bytes=100, parts=8)
 

@@ -4,12 +4,14 @@ repository and SQLite: the cards, a task's life over both bindings, an
 approval given as a message, and what each caller may see. What goes over
 the wire is checked against the specification's schema as the SDK derives it.
 
-Until tasks run on background workers, the tests advance a task as the
-Agent Protocol's clients do, with a step (POST .../steps) on the same server."""
+Tasks run on the server's own worker, as under ``agents serve``: nothing
+steps them. A test that needs a task to hold still gives it an approval to
+wait for, or a question the scripted model is slow to answer ("slow ...")."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,7 +45,9 @@ from tests.support.a2a_server import A2AServer
 from tests.support.executor_fixtures import REACT, leaf
 
 ACTION = 'Thought: look it up\nAction: lookup\nAction Input: {"word": "ox"}'
+SLOW_SECONDS = 5
 REPLIES: list[dict[str, Any]] = [
+    {"when": "^slow", "content": ACTION, "delay": SLOW_SECONDS, "repeat": True},
     {"when": "^Observation: The user rejected this call", "content": "Final Answer: as you wish", "repeat": True},
     {"when": "^Observation: (ox|cow) means something$", "content": "Final Answer: an animal", "repeat": True},
     {"content": ACTION, "repeat": True},
@@ -81,22 +85,42 @@ def agent_url(server: A2AServer, agent: str = "a/react") -> str:
     return f"{server.base}/a2a/agents/{agent}"
 
 
-def step(server: A2AServer, task_id: str, token: str | None = None) -> dict[str, Any]:
-    """One step of the task through the Agent Protocol (what a worker will do)."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    answer = httpx.post(f"{server.base}/ap/v1/agent/tasks/{task_id}/steps", json={}, headers=headers, timeout=30)
-    assert answer.status_code == 200, answer.text
-    found: dict[str, Any] = answer.json()
-    return found
+MOVING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+"""A task a worker has yet to take, or is running."""
 
 
-def start(server: A2AServer, *parts: Part, binding: str = JSONRPC, token: str | None = None, **metadata: Any) -> Task:
+def start(
+    server: A2AServer,
+    *parts: Part,
+    binding: str = JSONRPC,
+    token: str | None = None,
+    wait: bool = False,
+    **metadata: Any,
+) -> Task:
+    """The task a message starts: as it is at once, or with ``wait`` once it
+    waits for its client or is over."""
+
     async def send() -> Task:
-        async with sdk_client(agent_url(server), binding=binding, token=token) as client:
+        async with sdk_client(agent_url(server), binding=binding, token=token, wait=wait) as client:
             [answer] = await responses(client, user_message(*parts, **metadata))
             return answer.task
 
     return asyncio.run(send())
+
+
+def settled(server: A2AServer, task_id: str) -> Task:
+    """The task once no worker is on it (it waits for its client, or is over)."""
+
+    async def poll() -> Task:
+        async with sdk_client(agent_url(server)) as client:
+            for _ in range(600):
+                task = await client.get_task(GetTaskRequest(id=task_id))
+                if task.status.state not in MOVING:
+                    return task
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"task {task_id} is still {TaskState.Name(task.status.state)}")
+
+    return asyncio.run(poll())
 
 
 # --- cards -------------------------------------------------------------------------------
@@ -141,7 +165,8 @@ def test_an_agent_the_release_does_not_hold_has_no_card(server: A2AServer) -> No
 @pytest.mark.parametrize("binding", [JSONRPC, REST])
 def test_a_message_starts_a_background_task_pinned_to_the_release(server: A2AServer, binding: str) -> None:
     task = start(server, Part(text="ox?"), binding=binding, release="^1")
-    assert task.status.state == TaskState.TASK_STATE_SUBMITTED and task.context_id == task.id
+    # A worker takes it at once: the answer may find it queued, running, or at its approval already.
+    assert task.status.state in (*MOVING, TaskState.TASK_STATE_INPUT_REQUIRED) and task.context_id == task.id
     pinned = struct_plain(task.metadata)
     assert (pinned["agent"], pinned["mode"], pinned["release"]["tag"]) == ("a/react", "background", "v1.0.0")
     # The same task, as the Agent Protocol shows it.
@@ -151,7 +176,7 @@ def test_a_message_starts_a_background_task_pinned_to_the_release(server: A2ASer
 
 @pytest.mark.parametrize("binding", [JSONRPC, REST])
 def test_get_list_and_cancel_a_task(server: A2AServer, binding: str) -> None:
-    task = start(server, Part(text="ox?"), binding=binding)
+    task = start(server, Part(text="ox?"), binding=binding, wait=True)  # it holds still at its approval
 
     async def calls() -> tuple[Task, list[str], Task]:
         async with sdk_client(agent_url(server), binding=binding) as client:
@@ -171,7 +196,7 @@ def test_get_list_and_cancel_a_task(server: A2AServer, binding: str) -> None:
             return got, listed, cancelled
 
     got, listed, cancelled = asyncio.run(calls())
-    assert got.id == task.id and got.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert got.id == task.id and got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert task.id in listed and len(listed) == len(set(listed))
     assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
 
@@ -182,7 +207,7 @@ def test_what_goes_over_the_wire_fits_the_specification(server: A2AServer) -> No
     sent = jsonrpc(rpc, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}})
     created = check_against_spec(sent["result"], SendMessageResponse)
     assert isinstance(created, SendMessageResponse)
-    step(server, created.task.id)
+    settled(server, created.task.id)
     got = jsonrpc(rpc, "GetTask", {"id": created.task.id})["result"]
     check_against_spec(got, Task)
     assert got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -195,35 +220,56 @@ def test_what_goes_over_the_wire_fits_the_specification(server: A2AServer) -> No
 
 
 def test_a_pending_action_is_input_required_and_a_message_approves_it(server: A2AServer) -> None:
-    task = start(server, Part(text="ox?"))
-    step(server, task.id)
+    waiting = start(server, Part(text="ox?"), wait=True)
 
-    async def approve() -> tuple[Task, Task]:
-        async with sdk_client(agent_url(server)) as client:
-            waiting = await client.get_task(GetTaskRequest(id=task.id))
-            [answer] = await responses(client, user_message(data({"decision": "approve"}), task_id=task.id))
-            with pytest.raises(UnsupportedOperationError, match="no action is pending|completed"):
-                await responses(client, user_message(data({"decision": "approve"}), task_id=task.id))
-            return waiting, answer.task
+    async def approve() -> Task:
+        async with sdk_client(agent_url(server), wait=True) as client:
+            [answer] = await responses(client, user_message(data({"decision": "approve"}), task_id=waiting.id))
+            with pytest.raises(UnsupportedOperationError, match="TASK_STATE_COMPLETED: it is over"):
+                await responses(client, user_message(data({"decision": "approve"}), task_id=waiting.id))
+            return answer.task
 
-    waiting, done = asyncio.run(approve())
+    done = asyncio.run(approve())
     assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     asked = plain(waiting.status.message.parts[1].data)["action"]
     assert (asked["tool"], asked["arguments"], asked["thought"]) == ("lookup", {"word": "ox"}, "look it up")
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     [answer] = done.artifacts
     assert (answer.name, answer.parts[0].text) == ("answer.md", "an animal")
-    actions = httpx.get(f"{server.base}/ap/v1/agent/tasks/{task.id}/actions", timeout=30).json()["actions"]
+    actions = httpx.get(f"{server.base}/ap/v1/agent/tasks/{waiting.id}/actions", timeout=30).json()["actions"]
     assert [a["status"] for a in actions] == ["approved"]
 
 
+def test_a_decision_before_the_task_asks_for_one_is_refused_and_a_working_task_can_be_cancelled(
+    server: A2AServer,
+) -> None:
+    task = start(server, Part(text="slow ox?"))  # the model takes its time to answer
+
+    async def decide_then_cancel() -> tuple[Task, Task]:
+        async with sdk_client(agent_url(server)) as client:
+            before = await client.get_task(GetTaskRequest(id=task.id))
+            with pytest.raises(UnsupportedOperationError, match="no action is pending, there is nothing to decide"):
+                await responses(client, user_message(data({"decision": "approve"}), task_id=task.id))
+            return before, await client.cancel_task(CancelTaskRequest(id=task.id))
+
+    before, cancelled = asyncio.run(decide_then_cancel())
+    assert before.status.state in MOVING and cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    # The step under way, if a worker had taken the task, ends; nothing runs after it.
+    steps_url = f"{server.base}/ap/v1/agent/tasks/{task.id}/steps"
+    for _ in range(SLOW_SECONDS * 40):
+        steps = [s["status"] for s in httpx.get(steps_url, timeout=30).json()["steps"]]
+        if "running" not in steps:
+            break
+        time.sleep(0.05)
+    assert steps in ([], ["completed"])
+    assert settled(server, task.id).status.state == TaskState.TASK_STATE_CANCELED
+
+
 def test_a_rejection_carries_its_reason_and_an_edit_its_arguments(server: A2AServer) -> None:
-    rejected, edited = start(server, Part(text="ox?")), start(server, Part(text="ox?"))
-    step(server, rejected.id)
-    step(server, edited.id)
+    rejected, edited = start(server, Part(text="ox?"), wait=True), start(server, Part(text="ox?"), wait=True)
 
     async def decide() -> tuple[Task, Task]:
-        async with sdk_client(agent_url(server), binding=REST) as client:
+        async with sdk_client(agent_url(server), binding=REST, wait=True) as client:
             [no] = await responses(
                 client, user_message(Part(text="not that one"), data({"decision": "reject"}), task_id=rejected.id)
             )
@@ -259,8 +305,8 @@ def test_without_a_push_configuration_store_push_is_refused_and_the_card_says_so
 
 
 def test_a_task_is_its_owners_another_token_gets_not_found(secured: A2AServer) -> None:
-    task = start(secured, Part(text="ox?"), token=TOKEN_A)
-    step(secured, task.id, token=TOKEN_A)
+    task = start(secured, Part(text="ox?"), token=TOKEN_A, wait=True)
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
     async def other() -> None:
         async with sdk_client(agent_url(secured), token=TOKEN_B) as client:
@@ -301,7 +347,7 @@ def test_clients_of_a2a_0_3_are_answered_by_its_method_names(server: A2AServer) 
     }
     sent = jsonrpc(rpc, "message/send", {"message": message, "configuration": {"blocking": False}}, version=None)
     task = sent["result"]
-    assert (task["kind"], task["status"]["state"]) == ("task", "submitted")
+    assert task["kind"] == "task" and task["status"]["state"] in ("submitted", "working", "input-required")
     got = jsonrpc(rpc, "tasks/get", {"id": task["id"]}, version=None)["result"]
     assert got["id"] == task["id"]
     cancelled = jsonrpc(rpc, "tasks/cancel", {"id": task["id"]}, version=None)["result"]

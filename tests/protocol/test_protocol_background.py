@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from registry.errors import InvalidRequest, PayloadTooLarge
 from registry.protocol import events
+from registry.protocol.records import Upload
+from registry.protocol.service import ANONYMOUS, Caller, Page, TaskService
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import REACT, leaf
 from tests.support.protocol_service import Service, create, step
@@ -123,3 +126,24 @@ def test_a_cancelled_background_task_runs_no_further_step(service: Service) -> N
     assert http.post(f"/ap/v1/agent/tasks/{task_id}/cancel").status_code == 200
     step(http, task_id, expect=409, decision="approve")
     assert settled(http, task_id)["status"] == "cancelled" and service.calls == []
+
+
+def test_files_given_with_a_new_task_are_stored_with_it_and_checked_before_anything(service: Service) -> None:
+    tasks: TaskService = service.app.extensions["agent_protocol.service"]
+    caller = Caller(ANONYMOUS)
+    body = {"additional_input": {"agent": "a/react", "mode": "background", "inputs": {"question": "ox?"}}}
+    task = tasks.create_task(caller, body, files=[Upload("notes.md", "docs", None, b"# Notes")])
+    # In the transaction that queued the task: there before a worker could take it.
+    [stored], _ = tasks.list_artifacts(caller, task.task_id, Page(1, 10))
+    assert (stored.file_name, stored.relative_path, stored.content_type) == ("notes.md", "docs", "text/markdown")
+    assert tasks.artifact(caller, task.task_id, stored.artifact_id)[1] == b"# Notes"
+    logged = [entry.data for entry in tasks.store.events_after(task.task_id, 0) if entry.kind == events.ARTIFACT]
+    assert [(entry["artifact_id"], entry["agent_created"]) for entry in logged] == [(stored.artifact_id, False)]
+
+    _, before = tasks.list_tasks(caller, Page(1, 10))
+    too_large = Upload("big.bin", None, None, b"x" * (tasks.max_artifact_bytes + 1))
+    with pytest.raises(PayloadTooLarge):
+        tasks.create_task(caller, body, files=[Upload("ok.md", None, None, b"ok"), too_large])
+    with pytest.raises(InvalidRequest, match="relative_path"):
+        tasks.create_task(caller, body, files=[Upload("a.md", "../../etc", None, b"a")])
+    assert tasks.list_tasks(caller, Page(1, 10))[1] == before

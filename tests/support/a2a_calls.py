@@ -22,15 +22,19 @@ TIMEOUT = 30.0
 
 @asynccontextmanager
 async def sdk_client(
-    url: str, *, binding: str = JSONRPC, streaming: bool = False, token: str | None = None
+    url: str, *, binding: str = JSONRPC, streaming: bool = False, wait: bool = False, token: str | None = None
 ) -> AsyncIterator[Client]:
     """The SDK's client of the agent at ``url`` (its card is read from
     ``url``/.well-known/agent-card.json); not streaming, it asks for the task
-    at once (``returnImmediately``)."""
+    at once (``returnImmediately``), or with ``wait`` once the task is over
+    or waits for its client (the server waits up to 30 s)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx.AsyncClient(timeout=TIMEOUT, headers=headers) as http:
         config = ClientConfig(
-            streaming=streaming, polling=not streaming, httpx_client=http, supported_protocol_bindings=[binding]
+            streaming=streaming,
+            polling=not streaming and not wait,
+            httpx_client=http,
+            supported_protocol_bindings=[binding],
         )
         client = await create_client(url, client_config=config)
         try:
