@@ -244,7 +244,7 @@ class StepRunner:
         if self.store.finish_step(finished, finished_task):
             self.log.step_finished(finished, finished_task)
         else:  # cancelled meanwhile: the step is written, the task keeps its state
-            self.log.step_finished(finished, self.store.get_task(task.task_id, owner=None) or finished_task)
+            self.log.step_ended_after_cancel(finished)
         return finished
 
     def _tool_file(self, task: TaskRecord, step: StepRecord, output: Any) -> None:

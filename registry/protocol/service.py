@@ -75,6 +75,7 @@ _DECIDED = {"approve": "approved", "reject": "rejected", "edit": "edited"}
 STEP_WAIT_SECONDS = 10.0
 """How long a background task's ``POST .../steps`` waits for a step to end."""
 _POLL_SECONDS = 0.02
+_CANCELLABLE = ("created", "queued", "running", "waiting_for_input")
 STEP_WAIT_LIMIT = 3600.0
 """The longest a stepped task's request waits for its step (a run's own limits end it sooner)."""
 
@@ -205,7 +206,9 @@ class TaskService:
         task = self.get_task(caller, task_id)
         target = transition("task", task.status, "cancel").target
         cancelled = replace(task, status=target, updated_at=_now())
-        if not self.store.set_task_status(task_id, from_states=(task.status,), task=cancelled):
+        # From any state not over: a worker may move the task on (queued to
+        # running, say) between the read above and this write.
+        if not self.store.set_task_status(task_id, from_states=_CANCELLABLE, task=cancelled):
             raise _conflict(self.get_task(caller, task_id), "cancel")
         if task.segments:
             self.engine.cancel(Segment(task_id, task.segments))

@@ -90,6 +90,14 @@ class TaskLog:
             entries.append((events.OUTCOME, {"outcome": task.outcome, "output": task.output, "error": task.error}))
         self._append(task.task_id, entries)
 
+    def step_ended_after_cancel(self, step: StepRecord) -> None:
+        """``step`` ended after its task was cancelled: the step alone (the
+        cancel logged the task's last state)."""
+        additional = step.additional_output or {}
+        self._append(
+            step.task_id, [(events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")})]
+        )
+
     def state(self, task: TaskRecord, reason: str | None = None) -> None:
         """The task is in a new state (a cancel, say)."""
         self._append(task.task_id, [_state(task.status, reason)])
