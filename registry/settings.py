@@ -119,7 +119,20 @@ class Settings:
     agents_max_artifact_bytes: int = 10 * 1024 * 1024
     agents_require_approval: tuple[str, ...] = ()
     agents_url: str | None = None
+    agents_worker: bool = True
+    """Whether this process runs tasks (a DBOS worker) besides serving them."""
+    agents_concurrency: int = 8
+    """Tasks a worker process runs at once."""
+    agents_step_wait: float = 10.0
+    """Seconds a background task's ``POST .../steps`` waits for a step to end."""
     agents_allow_push_to: tuple[str, ...] = ()
+    # Live task events (GET .../tasks/{task_id}/events): a comment to each
+    # subscriber this often, the store read this often for every watched
+    # task, and at most this many entries waiting for a subscriber that reads
+    # slower than they come before it is dropped (it resumes with Last-Event-ID).
+    agents_events_heartbeat: float = 15.0
+    agents_events_poll: float = 0.05
+    agents_events_buffer: int = 256
     ui_secret: str | None = field(default=None, repr=False)
     ui_secure_cookie: bool = False
 
@@ -160,6 +173,7 @@ class Settings:
             "max_render_bytes",
             "max_request_bytes",
             "agents_max_artifact_bytes",
+            "agents_concurrency",
         ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be a positive number")
@@ -194,6 +208,12 @@ class Settings:
             )
         # Written as ipaddress writes them, so that 127.0.0.1 reads 127.0.0.1/32 everywhere.
         object.__setattr__(self, "agents_allow_push_to", tuple(str(n) for n in self.push_networks))
+        if not 0.1 <= self.agents_events_heartbeat <= 300:
+            raise ConfigurationError("the task events' heartbeat must be between 0.1 and 300 seconds")
+        if not 0.01 <= self.agents_events_poll <= 10:
+            raise ConfigurationError("the task events' poll interval must be between 0.01 and 10 seconds")
+        if not 1 <= self.agents_events_buffer <= 100_000:
+            raise ConfigurationError("the task events' buffer must hold between 1 and 100000 entries")
         for kind, tokens in (("API", self.api_tokens), ("admin", self.admin_tokens)):
             if any(len(token) < _MIN_TOKEN_LENGTH for token in tokens):
                 raise ConfigurationError(f"every {kind} token must be at least {_MIN_TOKEN_LENGTH} characters long")
@@ -358,7 +378,11 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("agents_max_artifact_bytes", "REGISTRY_AGENTS_MAX_ARTIFACT_BYTES", int),
     ("agents_require_approval", "REGISTRY_AGENTS_REQUIRE_APPROVAL", lambda raw: _names(raw)),
     ("agents_url", "REGISTRY_AGENTS_URL", _text),
+    ("agents_concurrency", "REGISTRY_AGENTS_CONCURRENCY", int),
     ("agents_allow_push_to", "REGISTRY_AGENTS_ALLOW_PUSH_TO", lambda raw: _names(raw)),
+    ("agents_events_heartbeat", "REGISTRY_AGENTS_EVENTS_HEARTBEAT", float),
+    ("agents_events_poll", "REGISTRY_AGENTS_EVENTS_POLL", float),
+    ("agents_events_buffer", "REGISTRY_AGENTS_EVENTS_BUFFER", int),
     ("ui_secret", "REGISTRY_UI_SECRET", lambda raw: raw),
     ("ui_secure_cookie", "REGISTRY_UI_SECURE_COOKIE", _flag),
 )

@@ -98,8 +98,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.client",
         "registry.providers",
     ),
+    # Durable runs on DBOS: they call the service's step, never import it.
+    "registry.runs": ("registry.errors", "registry.settings"),
     "registry.protocol": (
         *SHARED,
+        "registry.runs",
         "registry.executor",
         "registry.client",
         "registry.rendering",
@@ -107,9 +110,17 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.format.spec",
         "registry.web",
     ),
-    # The A2A service over the Agent Protocol service's tasks; Retry-After
-    # read as every HTTP caller reads it.
-    "registry.a2a": (*SHARED, "registry.protocol", "registry.client.retry_after"),
+    # A2A over the Agent Protocol service's tasks: its cards describe the
+    # agents the client fetches; tokens are the ones both services take;
+    # Retry-After read as every HTTP caller reads it.
+    "registry.a2a": (
+        *SHARED,
+        "registry.protocol",
+        "registry.client",
+        "registry.format.definition",
+        "registry.format.spec",
+        "registry.web.auth",
+    ),
     "registry.cli": ("registry",),
     # Entry points: `python -m registry`, and `registry.app:create_app` as
     # deployments name the application.

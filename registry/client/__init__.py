@@ -19,7 +19,7 @@ server matches them), ``models`` and ``errors``
 
 from registry.client.agent import Agent, Source
 from registry.client.aio import AsyncRegistryClient
-from registry.client.core import Releases, RetryPolicy
+from registry.client.core import Catalog, Releases, RetryPolicy
 from registry.client.sync import RegistryClient
 from registry.errors import (
     AgentNotFound,
@@ -59,6 +59,7 @@ __all__ = [
     "RegistryUnavailable",
     "Release",
     "ReleaseNotFound",
+    "Catalog",
     "Releases",
     "Resolution",
     "RenderError",

@@ -19,6 +19,7 @@ from registry.client.core import (
     DEFAULT_RETRIES,
     FOLLOW_WAIT_SECONDS,
     RETRIED_STATUSES,
+    Catalog,
     ClientCore,
     Releases,
     RetryPolicy,
@@ -109,6 +110,13 @@ class AsyncRegistryClient:
 
     async def releases(self) -> Releases:
         return self._core.releases_outcome(await self._send(self._http.build_request("GET", "/v1/releases")))
+
+    async def agents(self, release: str | None = None) -> Catalog:
+        selector = release if release is not None else self._core.release
+        params = {"release": selector} if selector else {}
+        return self._core.catalog_outcome(
+            await self._send(self._http.build_request("GET", "/v1/agents", params=params))
+        )
 
     async def resolve(self, release: str | None = None) -> Resolution:
         selector = release if release is not None else self._core.release

@@ -33,7 +33,7 @@ from registry.errors import (
 from registry.format.bundle import Bundle, BundledAgent
 from registry.format.definition import check_agent_name
 from registry.format.versions import ExactSelector, RangeSelector, parse_selector, parse_version, release_for_tag
-from registry.models import Issue, Message, Placeholder, Prompt, Release, Resolution
+from registry.models import AgentSummary, Issue, Message, Placeholder, Prompt, Release, Resolution
 
 log = logging.getLogger("registry.client")
 
@@ -82,6 +82,15 @@ class Releases:
     releases: tuple[Release, ...]
     latest: str | None
     channels: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """``GET /v1/agents``: the agents of one release, as it was resolved.
+    Invalid agents are listed too, with their errors (``valid`` false)."""
+
+    resolution: Resolution
+    agents: tuple[AgentSummary, ...]
 
 
 class Outage:
@@ -213,6 +222,14 @@ class ClientCore:
         try:
             releases = tuple(_release(r) for r in body["releases"])
             return Releases(releases, body.get("latest"), dict(body.get("channels") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.malformed(response, exc) from exc
+
+    def catalog_outcome(self, response: httpx.Response) -> Catalog:
+        body = self.json_answer(response)
+        try:
+            immutable = "immutable" in response.headers.get("Cache-Control", "")
+            return Catalog(_resolution(body["release"], immutable=immutable), tuple(map(_summary, body["agents"])))
         except (KeyError, TypeError, ValueError) as exc:
             raise self.malformed(response, exc) from exc
 
@@ -376,6 +393,18 @@ def _resolution(data: dict[str, Any], *, immutable: bool) -> Resolution:
     release = Release(tag=_text(data["tag"]), version=data.get("version"), commit=_text(data["commit"]))
     return Resolution(
         requested=_text(data["requested"]), release=release, channel=data.get("channel"), immutable=immutable
+    )
+
+
+def _summary(data: dict[str, Any]) -> AgentSummary:
+    title = data.get("title")
+    return AgentSummary(
+        usecase=_text(data["usecase"]),
+        name=_text(data["name"]),
+        path=_text(data["path"]),
+        title=None if title is None else _text(title),
+        valid=data["valid"] is True,
+        errors=tuple(Issue.from_dict(issue) for issue in data.get("errors") or ()),
     )
 
 

@@ -18,6 +18,7 @@ from registry.client.core import (
     DEFAULT_RETRIES,
     FOLLOW_WAIT_SECONDS,
     RETRIED_STATUSES,
+    Catalog,
     ClientCore,
     Releases,
     RetryPolicy,
@@ -117,6 +118,12 @@ class RegistryClient:
     def releases(self) -> Releases:
         """Every release of the registry, its latest, and its channels."""
         return self._core.releases_outcome(self._send(self._http.build_request("GET", "/v1/releases")))
+
+    def agents(self, release: str | None = None) -> Catalog:
+        """The agents of ``release`` (default: the client's pin), and what it resolved to."""
+        selector = release if release is not None else self._core.release
+        params = {"release": selector} if selector else {}
+        return self._core.catalog_outcome(self._send(self._http.build_request("GET", "/v1/agents", params=params)))
 
     def resolve(self, release: str | None = None) -> Resolution:
         """What ``release`` (default: the client's pin) resolves to now."""

@@ -1,4 +1,5 @@
-"""``Executor``: the public entry of the runtime, and what a run returns.
+"""``Executor``: the public entry of the runtime (what a run returns is
+``registry.executor.results``).
 
     executor = Executor(registry=RegistryClient(url, release="^1.2"), model=OpenAIChatModel(...))
     result = executor.run("support/gated_answer", {"question": "..."})
@@ -15,7 +16,8 @@ once, naming it. After that nothing escapes a run but its ``RunResult``.
 its own on a background thread (tool providers such as MCP sessions live on
 the loop that started them), so one executor serves either style, not both.
 ``astream`` and ``stream`` make the same run and yield its events as they
-happen (``registry.executor.events``), its ``RunResult`` last.
+happen (``registry.executor.events``), its ``RunResult`` last; ``astep``
+and ``step`` give them to a sink as they happen, when given one.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import logging
 import threading
 import time
 from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from registry.client import Agent
@@ -36,6 +37,8 @@ from registry.executor.events import Event
 from registry.executor.journal import Journal, PendingAction, StepControl
 from registry.executor.otel import emit
 from registry.executor.patterns import run_agent
+from registry.executor.results import RunResult as RunResult
+from registry.executor.results import StepResult as StepResult
 from registry.executor.retrieval import Retriever
 from registry.executor.runtime import (
     COMPLETED,
@@ -52,104 +55,15 @@ from registry.executor.runtime import (
 )
 from registry.executor.scripted import ScriptedModel
 from registry.executor.sources import AgentSource, AsyncAgentSource, fetch
-from registry.executor.streaming import EventChannel, EventsOnLoop, ObservedSpan
+from registry.executor.streaming import EventChannel, EventSink, EventsOnLoop, EventTarget, ObservedSpan, SinkTarget
 from registry.executor.tools import DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_TOOL_TIMEOUT, ToolBox, ToolProvider
 from registry.executor.trace import Span, Trace
-from registry.models import Resolution
-from registry.providers.chat import ChatModel, Usage
+from registry.providers.chat import ChatModel
 
 _UNLIMITED_CALLS = 10**9
 _RELEASE_KEY = "/release"
 """Where a step run of an agent named by ``usecase/name`` keeps the release it is pinned to."""
 log = logging.getLogger("registry.executor")
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """One step of a run: what it produced, and whether the run is over."""
-
-    is_last: bool
-    output: str | None
-    """The run's answer when it is over; else this step's last model reply."""
-    action: PendingAction | None
-    """A tool call that waits for a decision, when the step ended for one."""
-    replies: tuple[str, ...]
-    """The text of each model reply made live in this step."""
-    result: RunResult | None = None
-    """The run's result, when this step ended it."""
-    trace: Trace | None = None
-    """The run so far (replayed spans marked ``registry.replayed``), when it is not over."""
-
-    @property
-    def run_trace(self) -> Trace:
-        trace = self.result.trace if self.result is not None else self.trace
-        assert trace is not None
-        return trace
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended, what it answered, and what it did."""
-
-    outcome: str
-    """``completed``, ``blocked`` (a gate said no, or a run that is not step
-    by step reached a tool call that needs approval), ``exhausted`` (an
-    iteration, model-call or time limit) or ``failed`` (a model, tool, input
-    or definition error)."""
-    output: str | None
-    """The answer: the final text; for ``blocked``, the gate's ``on_block`` text (none for a tool call)."""
-    data: Any
-    """The parsed answer, when the agent's parser gives one (``json``)."""
-    error: str | None
-    """Why the run did not complete, in one line."""
-    agent: str
-    release: Resolution
-    digest: str
-    llm_calls: int
-    """Model calls made, answered or not (what ``limits.max_llm_calls``
-    counts; one retried on 429 or 5xx counts once)."""
-    llm_replies: int
-    """Model calls that got a reply: fewer than ``llm_calls`` when one failed
-    or the run stopped while it waited."""
-    usage: Usage
-    seconds: float
-    trace: Trace
-    warnings: tuple[str, ...] = ()
-    """What went wrong without stopping the run: branch replies that did not
-    pass their parser, a model map that matched no model (with
-    ``warn_unused_model_map``). Also logged, once per executor, on the
-    ``registry.executor`` logger."""
-
-    @property
-    def completed(self) -> bool:
-        return self.outcome == COMPLETED
-
-    @property
-    def tag(self) -> str:
-        """The release tag the run was pinned to (``release.release.tag``)."""
-        return self.release.release.tag
-
-    @property
-    def commit(self) -> str:
-        """The commit of that release (``release.release.commit``)."""
-        return self.release.release.commit
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "output": self.output,
-            "data": self.data,
-            "error": self.error,
-            "agent": self.agent,
-            "release": {"tag": self.tag, "commit": self.commit, "requested": self.release.requested},
-            "digest": self.digest,
-            "llm_calls": self.llm_calls,
-            "llm_replies": self.llm_replies,
-            "usage": self.usage.as_dict(),
-            "seconds": round(self.seconds, 6),
-            "warnings": list(self.warnings),
-            "trace": self.trace.as_dict(),
-        }
 
 
 class Executor:
@@ -293,7 +207,7 @@ class Executor:
         root: Span | None = None,
         journal: Journal | None = None,
         control: StepControl | None = None,
-        answer: EventChannel | None = None,
+        answer: EventTarget | None = None,
     ) -> RunResult:
         started = time.monotonic()
         name = reference(agent)
@@ -393,7 +307,7 @@ class Executor:
                 self._warned.add(warning)
                 log.warning("%s", warning)
 
-    def _root(self, agent: Agent, channel: EventChannel | None = None) -> Span:
+    def _root(self, agent: Agent, channel: EventTarget | None = None) -> Span:
         """The run's span: one whose tree reports to ``channel`` when the run streams."""
         name = reference(agent)
         attributes = {
@@ -418,6 +332,7 @@ class Executor:
         journal: Journal,
         release: str | None = None,
         history: Sequence[Mapping[str, Any]] = (),
+        sink: EventSink | None = None,
     ) -> StepResult:
         """Advance the run of ``agent`` (``usecase/name`` or a fetched
         ``Agent``) with ``inputs`` by one step.
@@ -434,14 +349,21 @@ class Executor:
         first step, which records the tag in ``journal``; later steps fetch
         that tag, so that a release published between two steps never
         changes the run under its own journal.
+
+        ``sink`` receives the step's events as they happen, as ``astream``
+        yields them (the answer's text as it streams, tool calls and
+        results...), but for what the step replays: an earlier step gave
+        those. It gets no ``OutcomeEvent``: the ``StepResult`` says how the
+        step ended. Every event has been given once this returns.
         """
         if not isinstance(agent, Agent):
             agent = await self._fetch_pinned(agent, release, journal)
         await self._start()
         control = StepControl()
-        root = self._root(agent)
+        target = SinkTarget(sink) if sink is not None else None
+        root = self._root(agent, target)
         run = asyncio.ensure_future(
-            self._run(agent, dict(inputs), history, root=root, journal=journal, control=control)
+            self._run(agent, dict(inputs), history, root=root, journal=journal, control=control, answer=target)
         )
         ended = asyncio.ensure_future(control.ended.wait())
         try:
@@ -546,10 +468,13 @@ class Executor:
         journal: Journal,
         release: str | None = None,
         history: Sequence[Mapping[str, Any]] = (),
+        sink: EventSink | None = None,
     ) -> StepResult:
-        """``astep`` from synchronous code, on the executor's own loop."""
+        """``astep`` from synchronous code, on the executor's own loop
+        (where ``sink`` is called)."""
         future = asyncio.run_coroutine_threadsafe(
-            self.astep(agent, inputs, journal=journal, release=release, history=history), self._own_loop()
+            self.astep(agent, inputs, journal=journal, release=release, history=history, sink=sink),
+            self._own_loop(),
         )
         return future.result()
 

@@ -339,11 +339,14 @@ class _Loop:
         }
         if call_id is not None:
             attributes["gen_ai.tool.call.id"] = call_id
+        recorded = ctx.journal.get(key) if ctx.journal is not None else None
+        if recorded is not None and "result" in recorded:
+            # Marked as it opens, not after: a step's sink is then not told of
+            # a call an earlier step made.
+            attributes["registry.replayed"] = True
         with self.span.open(f"execute_tool {name}", "execute_tool", **attributes) as span:
-            recorded = ctx.journal.get(key) if ctx.journal is not None else None
             if recorded is not None and "result" in recorded:
                 result = ToolResult.from_dict(recorded["result"])
-                span.set(**{"registry.replayed": True})
             elif recorded is not None:
                 # Started and never finished: the process died during the call.
                 # It may have had effects, so it is not made again.

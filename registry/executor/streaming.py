@@ -26,6 +26,11 @@ which then stream no text:
 A blocked run's ``on_block`` text is written by the executor, once the run
 is over: the text of a gate's chain was never released, so the stream
 gives the on_block text and nothing else.
+
+A run step by step (``Executor.astep``) may be given an ``EventSink``: its
+events go there as they happen (``SinkTarget``), with the same rules for
+text. A span replayed from the journal happened in an earlier step, which
+gave its events then: it gives none again.
 """
 
 from __future__ import annotations
@@ -50,6 +55,36 @@ class AnswerText(Protocol):
     """Where the answer's text goes: the stream, or a buffer that holds it."""
 
     def write(self, event: TextEvent) -> None: ...
+
+
+class EventTarget(Protocol):
+    """Where a run's events go: a streamed run's channel, or a step's sink."""
+
+    def put(self, event: Event) -> None: ...
+
+    def write(self, event: TextEvent) -> None: ...
+
+
+class EventSink(Protocol):
+    """What receives a step's events as they happen (``Executor.astep(sink=...)``):
+    text as it streams, tool calls and their results, parses, gates and
+    spans. ``put`` is called on the executor's event loop, so it must not
+    block (hand the event to a thread or a queue)."""
+
+    def put(self, event: Event) -> None: ...
+
+
+class SinkTarget:
+    """A step's events, text included, handed to its ``EventSink``."""
+
+    def __init__(self, sink: EventSink) -> None:
+        self._sink = sink
+
+    def put(self, event: Event) -> None:
+        self._sink.put(event)
+
+    def write(self, event: TextEvent) -> None:
+        self._sink.put(event)
 
 
 class Held:
@@ -139,10 +174,15 @@ class EventChannel:
 class ObservedSpan(Span):
     """A span that puts its events in a channel as it and its children open and end."""
 
-    channel: EventChannel | None = field(default=None, repr=False, compare=False)
+    channel: EventTarget | None = field(default=None, repr=False, compare=False)
     agent: str = ""
     """The agent it belongs to: its own name for an ``invoke_agent`` span, else its parent's."""
     parent_id: int | None = None
+
+    @property
+    def replayed(self) -> bool:
+        """Whether it was replayed from the journal: its events were given by an earlier step."""
+        return bool(self.attributes.get("registry.replayed"))
 
     def child(self, name: str, operation: str, **attributes: Any) -> Span:
         agent = str(attributes.get("gen_ai.agent.name", self.agent)) if operation == "invoke_agent" else self.agent
@@ -150,7 +190,7 @@ class ObservedSpan(Span):
             name, operation, dict(attributes), channel=self.channel, agent=agent, parent_id=self.span_id
         )
         self.children.append(span)
-        if self.channel is not None:
+        if self.channel is not None and not span.replayed:
             for event in events.started(span, agent):
                 self.channel.put(event)
         return span
@@ -159,7 +199,7 @@ class ObservedSpan(Span):
         if self.ended is not None:
             return
         super().end()
-        if self.channel is not None:
+        if self.channel is not None and not self.replayed:
             for event in events.ended(self, self.agent, self.parent_id):
                 self.channel.put(event)
 

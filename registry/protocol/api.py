@@ -40,20 +40,24 @@ def service() -> TaskService:
 
 @bp.before_request
 def identify() -> None:
-    """Who calls: a token's owner when the service has tokens, else anyone
-    (``anonymous``)."""
-    settings = current_app.extensions["agent_protocol.tokens"]
-    api_tokens, admin_tokens = settings
+    """Who calls (``caller_for``)."""
+    g.caller = caller_for(request.headers.get("Authorization", ""), current_app.extensions["agent_protocol.tokens"])
+
+
+def caller_for(authorization: str, tokens: tuple[tuple[str, ...], tuple[str, ...]]) -> Caller:
+    """Who sends a request with this ``Authorization`` header, given the
+    service's ``(api_tokens, admin_tokens)``: a token's owner when the
+    service has tokens (``Unauthorized`` without a valid one), else anyone
+    (``anonymous``). Every route of the service, Flask's or not, asks this."""
+    api_tokens, admin_tokens = tokens
     if not api_tokens and not admin_tokens:
-        g.caller = Caller.for_token(None)
-        return
-    token = bearer_token(request.headers.get("Authorization", ""))
+        return Caller.for_token(None)
+    token = bearer_token(authorization)
     if token_matches(token, admin_tokens):
-        g.caller = Caller.for_token(token, admin=True)
-    elif token_matches(token, api_tokens):
-        g.caller = Caller.for_token(token)
-    else:
-        raise Unauthorized("the bearer token is not valid", bearer=True)
+        return Caller.for_token(token, admin=True)
+    if token_matches(token, api_tokens):
+        return Caller.for_token(token)
+    raise Unauthorized("the bearer token is not valid", bearer=True)
 
 
 def caller() -> Caller:
@@ -212,6 +216,7 @@ def task_json(task: TaskRecord, artifacts: list[ArtifactRecord] | None) -> dict[
         "output": task.output,
         "error": task.error,
         "steps": task.steps,
+        "mode": task.mode,
         "created_at": task.created_at.isoformat(),
         "updated_at": task.updated_at.isoformat(),
     }
@@ -232,6 +237,7 @@ def step_json(step: StepRecord, artifacts: list[ArtifactRecord]) -> dict[str, An
         "artifacts": [artifact_json(a) for a in artifacts],
         "is_last": step.is_last,
         "number": step.number,
+        "worker": step.worker,
         "created_at": step.created_at.isoformat(),
     }
 

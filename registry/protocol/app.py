@@ -24,6 +24,7 @@ from registry.executor import Executor
 from registry.protocol.api import bp
 from registry.protocol.service import TaskService
 from registry.protocol.store import TaskStore
+from registry.runs.engine import RunEngine
 from registry.settings import Settings
 from registry.web.problems import register_error_handlers
 
@@ -46,17 +47,25 @@ def database_url(settings: Settings) -> str:
 
 def create_app(settings: Settings, *, executor: Executor, registry: RegistryClient) -> Flask:
     """The service over ``settings``' database, running agents from
-    ``registry`` on ``executor``. Steps left running by a process that is
-    gone are failed first (they can be retried)."""
-    store = TaskStore(database_url(settings))
+    ``registry`` on ``executor``; unless ``settings.agents_worker`` is off,
+    this process also runs tasks, as a DBOS worker."""
+    url = database_url(settings)
+    store = TaskStore(url)
+    engine = RunEngine(url, worker=settings.agents_worker, concurrency=settings.agents_concurrency)
     service = TaskService(
         store,
         executor,
         registry,
+        engine,
         default_release=settings.agents_release,
         max_artifact_bytes=settings.agents_max_artifact_bytes,
+        step_wait_seconds=settings.agents_step_wait,
     )
-    service.start()
+    try:
+        service.start()
+    except BaseException:
+        store.close()
+        raise
     app = Flask("registry.protocol", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = (
         max(settings.max_request_bytes, settings.agents_max_artifact_bytes) + _MULTIPART_ALLOWANCE

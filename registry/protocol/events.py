@@ -13,14 +13,16 @@ Every kind, with the members of its ``data`` (JSON):
     ``registry.protocol.states`` names it), ``reason`` (optional text).
 ``step``
     a step started or ended: ``step_id``, ``number``, ``status``
-    (``running``, ``completed``, ``failed``), ``worker`` (the executor id
-    of the process running it), ``output`` and ``error`` once ended.
+    (``running``, ``completed``, ``failed``), ``worker`` (the worker
+    running it: its DBOS executor id, ``host-pid-random``), ``output`` and ``error`` once ended.
 ``text``
     model text as it streams: ``step_id``, ``agent``, ``delta``.
 ``tool_call``
     a tool is called: ``step_id``, ``agent``, ``tool``, ``call_id``, ``arguments``.
 ``tool_result``
-    its result: ``step_id``, ``agent``, ``tool``, ``call_id``, ``output``, ``error`` (optional).
+    its result: ``step_id``, ``agent``, ``tool``, ``call_id``, ``status``
+    (``ok``, ``error``, ``timeout``, ``rejected``...), ``output``,
+    ``error`` (the status, when it is not ``ok``).
 ``action``
     an action awaits a decision, or was decided: the action as the
     protocol shows it (``outputs.action_json``).

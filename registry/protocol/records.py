@@ -41,6 +41,10 @@ class TaskRecord:
     running_step_id: str | None = None
     mode: str = "stepped"
     """``stepped`` (a client posts each step) or ``background`` (it runs on its own)."""
+    segments: int = 0
+    """How many segments (workflows) it has been given."""
+    delivered: int = 0
+    """The last step a background task's ``POST .../steps`` returned."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,6 @@ class StepRecord:
     additional_output: dict[str, Any] | None = None
     is_last: bool = False
     finished_at: datetime | None = None
-    runner_id: str | None = None
-    """The process that runs (or ran) it: a step whose process is gone is failed."""
     worker: str | None = None
     """The worker process that ran it (its DBOS executor id), as the UI shows it."""
 
@@ -100,6 +102,19 @@ class ArtifactRecord:
 
 
 @dataclass(frozen=True)
+class Upload:
+    """A file a client gives a task, not yet checked: what ``TaskService``
+    stores as one of the task's artifacts (``upload_artifact``, or
+    ``create_task``'s ``files``, stored before the task can start)."""
+
+    file_name: str
+    relative_path: str | None
+    content_type: str | None
+    """None: guessed from the name."""
+    data: bytes
+
+
+@dataclass(frozen=True)
 class TaskEvent:
     """One entry of a task's event log (``registry.protocol.events`` names the kinds)."""
 
@@ -109,3 +124,24 @@ class TaskEvent:
     kind: str
     data: dict[str, Any]
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The user's decision on a pending action, as the store records it."""
+
+    task_id: str
+    action_id: str
+    key: str
+    """Where the run's journal keeps it."""
+    status: str
+    """``approved``, ``rejected`` or ``edited``."""
+    choice: str
+    """``approve``, ``reject`` or ``edit``."""
+    step_id: str
+    """The step that goes on with it."""
+    reason: str | None = None
+    edited_arguments: dict[str, Any] | None = None
+
+    def journal_event(self) -> dict[str, Any]:
+        return {"decision": self.choice, "reason": self.reason, "arguments": self.edited_arguments}

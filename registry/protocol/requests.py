@@ -32,7 +32,8 @@ from registry.models import Issue, close_matches, did_you_mean, json_pointer, sh
 from registry.protocol.records import ActionRecord
 from registry.rendering import RenderLimits
 
-TASK_KEYS = ("agent", "release", "inputs")
+TASK_KEYS = ("agent", "release", "inputs", "mode")
+MODES = ("stepped", "background")
 STEP_KEYS = ("decision", "reason", "arguments")
 DECISIONS = ("approve", "reject", "edit")
 _UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f\\]")

@@ -2,11 +2,13 @@
 
 Every state change goes through ``registry.protocol.states`` first, and is
 written by the store in one transaction. A task pins its agent's release
-(tag and commit) when it is created; each step fetches the agent at that
-exact tag (the client keeps it, so a registry that goes away mid-task does
-not stop it) and advances the run by one step, replaying the task's journal
-(``registry.executor.journal``). Only one step of a task runs at a time,
-across threads and replicas: the store's claim is atomic.
+(tag and commit) when it is created. What runs it is a worker
+(``registry.protocol.advance`` on ``registry.runs``): a request that runs
+something queues the task's next segment in the same transaction as its
+change of state, so only one segment of a task is ever queued or running,
+across threads, processes and hosts. A stepped task's ``POST .../steps``
+waits for its step; a background task runs on its own, and its ``POST
+.../steps`` answers the steps it has run since the last one.
 
 Who may see what: a task belongs to the token that created it; another
 token gets ``task-not-found`` for it, never a hint that it exists. Admin
@@ -15,18 +17,16 @@ tokens see every task.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import logging
-import os
-import socket
-import threading
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
+
+from sqlalchemy.engine import Connection
 
 from registry.client import Agent, RegistryClient
 from registry.errors import (
@@ -39,19 +39,18 @@ from registry.errors import (
     InvalidState,
     NotReady,
     PayloadTooLarge,
-    RegistryError,
     ReleaseNotFound,
     StepNotFound,
     TaskNotFound,
 )
 from registry.executor import Executor
-from registry.executor.executor import StepResult
-from registry.executor.journal import PendingAction
 from registry.format.definition import check_agent_name
 from registry.models import Issue
-from registry.protocol.outputs import action_json, failed_model_call, pending_action, step_output
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.protocol.advance import StepRunner, step_id_of
+from registry.protocol.outputs import pending_action
+from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord, Upload
 from registry.protocol.requests import (
+    MODES,
     check_bound,
     check_step_input,
     check_task_keys,
@@ -64,20 +63,21 @@ from registry.protocol.requests import content_type as checked_content_type
 from registry.protocol.requests import decision as checked_decision
 from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.requests import relative_path as checked_relative_path
-from registry.protocol.states import TASK_FINISHED, transition
+from registry.protocol.states import NEW, TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
+from registry.runs.engine import RunEngine, Segment
+from registry.runs.liveness import Sweeper
 
 log = logging.getLogger("registry.protocol")
 
 ANONYMOUS = "anonymous"
-HEARTBEAT_SECONDS = 5.0
-"""How often a runner says it is alive."""
-STALE_SECONDS = 30.0
-"""A runner not seen for this long is gone, and its running steps are failed."""
-RECOVER_EVERY = 6
-"""Heartbeats between two looks for the steps of runners that are gone."""
 _DECIDED = {"approve": "approved", "reject": "rejected", "edit": "edited"}
-ANSWER_FILE = "answer.md"
+STEP_WAIT_SECONDS = 10.0
+"""How long a background task's ``POST .../steps`` waits for a step to end."""
+_POLL_SECONDS = 0.02
+_CANCELLABLE = ("created", "queued", "running", "waiting_for_input")
+STEP_WAIT_LIMIT = 3600.0
+"""The longest a stepped task's request waits for its step (a run's own limits end it sooner)."""
 
 
 @dataclass(frozen=True)
@@ -110,117 +110,64 @@ class Page:
         return (self.number - 1) * self.size
 
 
-class _StoreJournal:
-    """A task's journal: loaded once per step, each event written through
-    to the store (and so durable) as it is recorded."""
-
-    def __init__(self, store: TaskStore, task_id: str) -> None:
-        self._store = store
-        self._task_id = task_id
-        self._events = store.journal(task_id)
-
-    def get(self, key: str) -> Mapping[str, Any] | None:
-        return self._events.get(key)
-
-    def record(self, key: str, event: Mapping[str, Any]) -> None:
-        self._store.record_event(self._task_id, key, event)
-        self._events[key] = dict(event)
-
-
 class TaskService:
     def __init__(
         self,
         store: TaskStore,
         executor: Executor,
         registry: RegistryClient,
+        engine: RunEngine,
         *,
         default_release: str = "latest",
         max_artifact_bytes: int = 10 * 1024 * 1024,
+        step_wait_seconds: float = STEP_WAIT_SECONDS,
     ) -> None:
         self.store = store
         self.executor = executor
         self.registry = registry
+        self.engine = engine
         self.default_release = default_release
         self.max_artifact_bytes = max_artifact_bytes
-        self.runner_id = str(uuid.uuid4())
-        self._stopping = threading.Event()
-        self._heartbeat: threading.Thread | None = None
+        self.step_wait_seconds = step_wait_seconds
+        self.runner = StepRunner(store, executor, registry, max_artifact_bytes=max_artifact_bytes)
+        self._sweeper: Sweeper | None = None
 
     def start(self) -> None:
-        """Register this process as a runner of steps, fail the steps of
-        runners that are gone, and keep both up to date in the background."""
-        self.store.register_runner(self.runner_id, host=socket.gethostname(), pid=os.getpid(), now=_now())
-        self.recover()
-        self._heartbeat = threading.Thread(target=self._beat, name="agent-protocol-heartbeat", daemon=True)
-        self._heartbeat.start()
+        """Open the run queue; in a worker, launch DBOS to run tasks from it,
+        and look out for the segments of workers that died."""
+        self.engine.start(self.runner if self.engine.worker else None)
+        if self.engine.worker:
+            self._sweeper = Sweeper(self.engine)
+            self._sweeper.start()
 
     def close(self) -> None:
-        self._stopping.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join(timeout=5)
-        with contextlib.suppress(RegistryError):
-            self.store.unregister_runner(self.runner_id)
-
-    def recover(self) -> int:
-        """Fail the steps whose process is gone (``recover`` in the state
-        table): a process of this host that no longer exists, or a runner
-        not seen for ``STALE_SECONDS``. Their tasks can go on; steps that
-        live processes run are left alone."""
-        now = _now()
-        host = socket.gethostname()
-        dead = [
-            runner_id
-            for runner_id, runner_host, pid, seen_at in self.store.runners()
-            if runner_id != self.runner_id
-            and ((runner_host == host and not _process_exists(pid)) or (now - seen_at).total_seconds() > STALE_SECONDS)
-        ]
-        count = self.store.fail_orphaned_steps(
-            "the service stopped while this step ran; nothing it recorded is lost, and a tool call it had"
-            " started is not made again: post a new step to go on",
-            dead=dead,
-        )
-        if count:
-            log.warning("marked %d step(s) left running by a stopped process as failed", count)
-        return count
-
-    def _beat(self) -> None:
-        beats = 0
-        while not self._stopping.wait(HEARTBEAT_SECONDS):
-            beats += 1
-            try:
-                self.store.beat(self.runner_id, _now())
-                if beats % RECOVER_EVERY == 0:
-                    self.recover()
-            except RegistryError as exc:  # the database is away: try again at the next beat
-                log.warning("runner heartbeat failed: %s", exc)
+        if self._sweeper is not None:
+            self._sweeper.close()
+            self._sweeper = None
+        self.engine.close()
 
     # --- tasks ---------------------------------------------------------------------------
 
-    def create_task(self, caller: Caller, body: Mapping[str, Any]) -> TaskRecord:
+    def create_task(self, caller: Caller, body: Mapping[str, Any], *, files: Sequence[Upload] = ()) -> TaskRecord:
+        """A new task; ``files`` are stored with it, before a background task
+        can start (an upload after creation may come after its first step)."""
         text = optional_text(body, "input")
         extra = object_member(body, "additional_input")
         check_task_keys(extra)
-        named = extra.get("agent")
-        usecase, slash, name = named.partition("/") if isinstance(named, str) else ("", "", "")
-        try:
-            if not slash:
-                raise InvalidRequest("it is not usecase/name")
-            check_agent_name(usecase, name)
-        except InvalidRequest as exc:
-            raise unprocessable(
-                f"additional_input.agent must name the agent to run, as usecase/name: {exc.detail}",
-                "/additional_input/agent",
-            ) from exc
-        agent_name = f"{usecase}/{name}"
+        agent_name = _agent_name(extra.get("agent"))
         release = extra.get("release", self.default_release)
         if not isinstance(release, str) or not release:
             raise unprocessable(
                 "additional_input.release must be a version, a range or a channel", "/additional_input/release"
             )
+        mode = extra.get("mode", "stepped")
+        if mode not in MODES:
+            raise unprocessable("additional_input.mode must be stepped or background", "/additional_input/mode")
         agent = self._fetch(agent_name, release, creating=True)
         checked = task_inputs(agent, text, extra.get("inputs"))
         self._check_bound(agent)
         now = _now()
+        background = mode == "background"
         task = TaskRecord(
             task_id=str(uuid.uuid4()),
             owner=caller.owner,
@@ -232,11 +179,17 @@ class TaskService:
             release_commit=agent.commit,
             digest=agent.digest,
             inputs=checked,
-            status=transition("task", "(new)", "create").target,
+            status=transition("task", NEW, "submit" if background else "create").target,
             created_at=now,
             updated_at=now,
+            mode=mode,
+            segments=1 if background else 0,
         )
-        self.store.create_task(task)
+        stored = [self._new_file(task.task_id, upload) for upload in files]
+        self.store.create_task(task, files=stored, enqueue=self._enqueue if background else None)
+        self.runner.log.created(task)
+        for artifact, _ in stored:
+            self.runner.log.artifact(artifact)
         return task
 
     def get_task(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -249,178 +202,176 @@ class TaskService:
         return self.store.list_tasks(owner=caller.scope, offset=page.offset, limit=page.size)
 
     def cancel_task(self, caller: Caller, task_id: str) -> TaskRecord:
+        """Cancel the task; a running one stops at its next step."""
         task = self.get_task(caller, task_id)
         target = transition("task", task.status, "cancel").target
         cancelled = replace(task, status=target, updated_at=_now())
-        if not self.store.set_task_status(task_id, from_states=(task.status,), task=cancelled):
+        # From any state not over: a worker may move the task on (queued to
+        # running, say) between the read above and this write.
+        if not self.store.set_task_status(task_id, from_states=_CANCELLABLE, task=cancelled):
             raise _conflict(self.get_task(caller, task_id), "cancel")
+        if task.segments:
+            self.engine.cancel(Segment(task_id, task.segments))
+        self.runner.log.state(cancelled)
         return cancelled
 
-    # --- steps ---------------------------------------------------------------------------
+    # --- steps and decisions -------------------------------------------------------------
 
     def execute_step(self, caller: Caller, task_id: str, body: Mapping[str, Any]) -> StepRecord:
+        """A stepped task: queue its next step and wait for it. A background
+        task: apply the decision the request carries, and answer the steps
+        run since the last request (waiting briefly for one)."""
         task = self.get_task(caller, task_id)
         text = optional_text(body, "input")
         extra = object_member(body, "additional_input")
         check_step_input(extra)
+        if task.mode == "background":
+            if "decision" in extra:
+                self.decide(caller, task_id, extra)
+            return self._steps_since_last_call(caller, task_id)
         pending = self.store.pending_action(task_id)
-        decision = checked_decision(extra, pending)
         transition("task", task.status, "step")
-        if decision is not None and pending is not None:
-            transition("action", pending.status, decision["decision"])
-            agent = self._pinned(task)
-            if decision["decision"] == "edit":
-                problem = self.executor.check_decision(agent, pending_action(pending), decision["arguments"])
-                if problem is not None:
-                    raise InvalidInputs(
-                        f"the edited arguments do not fit {pending.tool}: {problem}",
-                        [Issue(message=problem, path="/additional_input/arguments")],
-                    )
+        segment = task.segments + 1
+        decision = self._decision(task, pending, checked_decision(extra, pending), segment)
         step = StepRecord(
-            step_id=str(uuid.uuid4()),
+            step_id=step_id_of(task_id, segment, 0),
             task_id=task_id,
-            number=task.steps + 1,
-            status=transition("step", "(new)", "create").target,
+            number=0,
+            status=transition("step", NEW, "create").target,
             created_at=_now(),
             input=text,
             additional_input=dict(extra),
-            runner_id=self.runner_id,
         )
-        claimed = self.store.claim_task(
-            task_id, owner=caller.scope, step=step, from_states=("created", "waiting_for_input")
+        queued = self.store.submit(
+            task_id,
+            owner=caller.scope,
+            from_states=("created", "waiting_for_input"),
+            segment=segment,
+            at=step.created_at,
+            enqueue=self._enqueue_one,
+            step=step,
+            decision=decision,
         )
-        if claimed is None:
+        if queued is None:
             raise _conflict(self.get_task(caller, task_id), "step")
-        step = replace(step, number=claimed.steps)  # as the store numbered it, whatever raced
-        try:
-            if decision is not None and pending is not None:
-                self._decide(pending, decision, step)
-            result = self._advance(claimed)
-        except RegistryError as exc:
-            # The registry could not give the pinned agent: the step fails,
-            # and the task can try again.
-            log.warning("step %s of task %s failed: %s", step.step_id, task_id, exc)
-            return self._finish_failed(claimed, step, str(exc))
-        except BaseException:
-            self._finish_failed(claimed, step, "an internal error of the service stopped the step; it has been logged")
-            raise
-        failed_call = failed_model_call(result)
-        if failed_call is not None:
-            # Nothing was journaled for the call: the next step makes it again,
-            # and replays everything before it.
-            log.warning("step %s of task %s failed: %s", step.step_id, task_id, failed_call)
-            reason = f"{failed_call}; the task can go on: post a new step to try the call again"
-            return self._finish_failed(claimed, step, reason, additional=step_output(claimed, result.run_trace))
-        return self._finish(claimed, step, result)
+        if decision is not None:
+            self.runner.log.action(self._decided(task_id, decision.action_id))
+        self.runner.log.state(queued)
+        return self._wait_for_step(task_id, step.step_id)
 
-    def _decide(self, pending: ActionRecord, decision: Mapping[str, Any], step: StepRecord) -> None:
+    def decide(self, caller: Caller, task_id: str, extra: Mapping[str, Any]) -> ActionRecord:
+        """The user's decision on a background task's pending action
+        (``decision``, ``reason``, ``arguments``): recorded, and the run goes
+        on on a worker. 409 when the action was decided meanwhile."""
+        task = self.get_task(caller, task_id)
+        check_step_input(extra)
+        pending = self.store.pending_action(task_id)
+        if pending is None or task.status != "waiting_for_input":
+            raise InvalidState(
+                f"the task is {task.status} with no action pending: there is nothing to decide",
+                entity="task",
+                state=task.status,
+                allowed=[],
+            )
+        transition("task", task.status, "decide")
+        segment = task.segments + 1
+        decision = self._decision(task, pending, checked_decision(extra, pending), segment)
+        queued = self.store.submit(
+            task_id,
+            owner=caller.scope,
+            from_states=("waiting_for_input",),
+            segment=segment,
+            at=_now(),
+            enqueue=self._enqueue,
+            decision=decision,
+        )
+        if queued is None:
+            raise _conflict(self.get_task(caller, task_id), "decide")
+        decided = self._decided(task_id, pending.action_id)
+        self.runner.log.action(decided)
+        self.runner.log.state(queued)
+        return decided
+
+    def _decision(
+        self, task: TaskRecord, pending: ActionRecord | None, decision: Mapping[str, Any] | None, segment: int
+    ) -> Decision | None:
+        if decision is None or pending is None:
+            return None
         choice = str(decision["decision"])
+        transition("action", pending.status, choice)
         edited = decision.get("arguments") if choice == "edit" else None
-        if not self.store.decide_action(
-            pending.action_id,
+        if edited is not None:
+            problem = self.executor.check_decision(self._pinned(task), pending_action(pending), edited)
+            if problem is not None:
+                raise InvalidInputs(
+                    f"the edited arguments do not fit {pending.tool}: {problem}",
+                    [Issue(message=problem, path="/additional_input/arguments")],
+                )
+        return Decision(
+            task_id=task.task_id,
+            action_id=pending.action_id,
+            key=pending.key,
             status=_DECIDED[choice],
-            step_id=step.step_id,
+            choice=choice,
+            step_id=step_id_of(task.task_id, segment, 0),
             reason=decision.get("reason"),
             edited_arguments=edited,
-        ):
-            raise InvalidState(
-                "the action was decided by another request", entity="action", state="decided", allowed=[]
-            )
-        self.store.record_event(
-            pending.task_id,
-            pending.key,
-            {"decision": choice, "reason": decision.get("reason"), "arguments": edited},
         )
 
-    def _advance(self, task: TaskRecord) -> StepResult:
-        agent = self._pinned(task)
-        journal = _StoreJournal(self.store, task.task_id)
-        return self.executor.step(agent, task.inputs, journal=journal)
+    def _decided(self, task_id: str, action_id: str) -> ActionRecord:
+        return next(a for a in self.store.list_actions(task_id) if a.action_id == action_id)
 
-    def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult) -> StepRecord:
-        trace = result.run_trace
-        additional = step_output(task, trace)
-        now = _now()
-        if result.action is not None:
-            additional["action"] = self._propose(task, step, result.action)
-        finished_task: TaskRecord
-        if result.is_last and result.result is not None:
-            run = result.result
-            additional["outcome"] = run.outcome
-            if run.error:
-                additional["error"] = run.error
-            if run.warnings:
-                # Parallel branches whose replies did not fit their schema.
-                additional["warnings"] = list(run.warnings)
-            event = "complete" if run.outcome in ("completed", "blocked") else "fail"
-            finished_task = replace(
-                task,
-                status=transition("task", "running", event).target,
-                outcome=run.outcome,
-                output=run.output,
-                error=run.error,
-                running_step_id=None,
-                updated_at=now,
-            )
-            if run.output:
-                self._agent_artifact(
-                    task, step, ANSWER_FILE, run.output.encode("utf-8"), "text/markdown; charset=utf-8"
-                )
-        else:
-            finished_task = replace(
-                task, status=transition("task", "running", "pause").target, running_step_id=None, updated_at=now
-            )
-        for span in trace.spans("execute_tool"):
-            if not span.attributes.get("registry.replayed"):
-                self._tool_file(task, step, span.attributes.get("registry.tool.output"))
-        finished = replace(
-            step,
-            status=transition("step", "running", "finish").target,
-            output=result.output,
-            additional_output=additional,
-            is_last=result.is_last,
-            finished_at=now,
+    def _enqueue(self, connection: Connection, task: TaskRecord) -> None:
+        self.engine.enqueue_in(connection, Segment(task.task_id, task.segments))
+
+    def _enqueue_one(self, connection: Connection, task: TaskRecord) -> None:
+        self.engine.enqueue_in(connection, Segment(task.task_id, task.segments), max_steps=1)
+
+    def _wait_for_step(self, task_id: str, step_id: str) -> StepRecord:
+        """The step once it is over (a stepped task's request waits for its
+        step), or as it is after ``STEP_WAIT_LIMIT`` seconds."""
+        deadline = time.monotonic() + STEP_WAIT_LIMIT
+        while time.monotonic() < deadline:
+            step = self.store.get_step(task_id, step_id)
+            if step is None:
+                raise StepNotFound(f"task {task_id!r} has no step {step_id!r}")
+            if step.status in ("completed", "failed"):
+                return step
+            task = self.store.get_task(task_id, owner=None)
+            if task is not None and task.status in TASK_FINISHED and task.running_step_id != step_id:
+                # Over (the step ended with the task, read again: it may have ended
+                # since it was read above), or cancelled before a worker took it.
+                return self.store.get_step(task_id, step_id) or step
+            time.sleep(_POLL_SECONDS)
+        return self.get_step(Caller(ANONYMOUS, admin=True), task_id, step_id)
+
+    def _steps_since_last_call(self, caller: Caller, task_id: str) -> StepRecord:
+        """A background task's latest step that no request has returned yet,
+        waiting up to ``step_wait_seconds`` for one; else its running step,
+        or its last one. ``additional_output.steps_since_last_call`` lists the
+        numbers of the steps that ended since the last call."""
+        deadline = time.monotonic() + self.step_wait_seconds
+        while True:
+            task = self.get_task(caller, task_id)
+            steps, _ = self.store.list_steps(task_id, offset=max(task.steps - 100, 0), limit=100)
+            new = [s for s in steps if s.number > task.delivered and s.status in ("completed", "failed")]
+            idle = task.status not in ("queued", "running")
+            if new or idle or time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_SECONDS * 5)
+        if new:
+            latest = new[-1]
+            self.store.deliver(task_id, latest.number)
+            since = {"steps_since_last_call": [s.number for s in new]}
+            return replace(latest, additional_output={**(latest.additional_output or {}), **since})
+        if steps:
+            return steps[-1]
+        raise InvalidState(
+            f"the task is {task.status} and no step of it has started yet: ask again shortly",
+            entity="task",
+            state=task.status,
+            allowed=[],
         )
-        return self._store_finished(task, finished, finished_task)
-
-    def _propose(self, task: TaskRecord, step: StepRecord, proposed: PendingAction) -> dict[str, Any]:
-        action = ActionRecord(
-            action_id=str(uuid.uuid4()),
-            task_id=task.task_id,
-            step_id=step.step_id,
-            key=proposed.key,
-            agent=proposed.agent,
-            tool=proposed.tool,
-            arguments=proposed.arguments,
-            thought=proposed.thought,
-            status=transition("action", "(new)", "propose").target,
-            created_at=_now(),
-        )
-        self.store.add_action(action)
-        return action_json(action)
-
-    def _finish_failed(
-        self, task: TaskRecord, step: StepRecord, reason: str, *, additional: Mapping[str, Any] | None = None
-    ) -> StepRecord:
-        """The step fails and the run is not over: the task waits for the next
-        step, which goes on from what the journal holds."""
-        now = _now()
-        failed = replace(
-            step,
-            status=transition("step", "running", "fail").target,
-            additional_output={**(additional or {}), "state": "failed", "error": reason},
-            finished_at=now,
-        )
-        waiting = transition("task", "running", "interrupt").target
-        return self._store_finished(task, failed, replace(task, status=waiting, running_step_id=None, updated_at=now))
-
-    def _store_finished(self, task: TaskRecord, finished: StepRecord, finished_task: TaskRecord) -> StepRecord:
-        if not self.store.finish_step(finished, finished_task):
-            # Another process took this step for dead and failed it meanwhile:
-            # what is stored is the answer.
-            stored = self.store.get_step(task.task_id, finished.step_id)
-            return stored if stored is not None else finished
-        return finished
 
     def get_step(self, caller: Caller, task_id: str, step_id: str) -> StepRecord:
         self.get_task(caller, task_id)
@@ -454,55 +405,30 @@ class TaskService:
             raise InvalidState(
                 f"the task is {task.status}: it takes no more files", entity="task", state=task.status, allowed=[]
             )
+        artifact, _ = self._new_file(task_id, Upload(file_name, relative_path, content_type, data))
+        self.store.add_artifact(artifact, data)
+        self.runner.log.artifact(artifact)
+        return artifact
+
+    def _new_file(self, task_id: str, upload: Upload) -> tuple[ArtifactRecord, bytes]:
+        """A client's file, checked (its size, name, path and media type), as the task's new artifact."""
+        data = upload.data
         if len(data) > self.max_artifact_bytes:
             raise PayloadTooLarge(f"an artifact may hold at most {self.max_artifact_bytes} bytes")
-        name = checked_file_name(file_name)
+        name = checked_file_name(upload.file_name)
+        transition("artifact", NEW, "upload")
         artifact = ArtifactRecord(
             artifact_id=str(uuid.uuid4()),
             task_id=task_id,
             agent_created=False,
             file_name=name,
-            relative_path=checked_relative_path(relative_path),
-            content_type=checked_content_type(content_type, name),
+            relative_path=checked_relative_path(upload.relative_path),
+            content_type=checked_content_type(upload.content_type, name),
             size=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
             created_at=_now(),
         )
-        transition("artifact", "(new)", "upload")
-        self.store.add_artifact(artifact, data)
-        return artifact
-
-    def _tool_file(self, task: TaskRecord, step: StepRecord, output: Any) -> None:
-        """A tool's output that is a file (``{"artifact": {"file_name", "content",
-        "content_type"?}}``) becomes an artifact of the step."""
-        if not isinstance(output, str) or not output.startswith('{"artifact"'):
-            return
-        try:
-            artifact = json.loads(output)["artifact"]
-            name = checked_file_name(str(artifact["file_name"]))
-            content = str(artifact["content"]).encode("utf-8")
-        except (ValueError, KeyError, TypeError, InvalidRequest):
-            return  # not a file after all: the output stays an observation only
-        if len(content) <= self.max_artifact_bytes:
-            self._agent_artifact(task, step, name, content, checked_content_type(artifact.get("content_type"), name))
-
-    def _agent_artifact(self, task: TaskRecord, step: StepRecord, name: str, data: bytes, content_type: str) -> None:
-        transition("artifact", "(new)", "produce")
-        self.store.add_artifact(
-            ArtifactRecord(
-                artifact_id=str(uuid.uuid4()),
-                task_id=task.task_id,
-                agent_created=True,
-                file_name=name,
-                relative_path=None,
-                content_type=content_type,
-                size=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                created_at=_now(),
-                step_id=step.step_id,
-            ),
-            data,
-        )
+        return artifact, data
 
     def list_artifacts(self, caller: Caller, task_id: str, page: Page) -> tuple[list[ArtifactRecord], int]:
         self.get_task(caller, task_id)
@@ -548,9 +474,23 @@ class TaskService:
         check_bound(agent, executor.toolbox.bound, executor.retrievers, names_every_model=executor.names_every_model)
 
 
+def _agent_name(named: Any) -> str:
+    usecase, slash, name = named.partition("/") if isinstance(named, str) else ("", "", "")
+    try:
+        if not slash:
+            raise InvalidRequest("it is not usecase/name")
+        check_agent_name(usecase, name)
+    except InvalidRequest as exc:
+        raise unprocessable(
+            f"additional_input.agent must name the agent to run, as usecase/name: {exc.detail}",
+            "/additional_input/agent",
+        ) from exc
+    return f"{usecase}/{name}"
+
+
 def _conflict(task: TaskRecord, event: str) -> InvalidState:
-    if task.status == "running":
-        detail = "another step of this task is running: one step runs at a time"
+    if task.status in ("queued", "running"):
+        detail = "another step of this task is queued or running: one step runs at a time"
     else:
         detail = f"the task is {task.status}: it cannot {event}"
     try:
@@ -558,25 +498,6 @@ def _conflict(task: TaskRecord, event: str) -> InvalidState:
     except InvalidState as exc:
         return exc
     return InvalidState(detail, entity="task", state=task.status, allowed=[])
-
-
-def _process_exists(pid: int) -> bool:
-    """Whether process ``pid`` of this host still runs: a zombie (dead, not yet
-    reaped by its parent, as after a SIGKILL in a container without an init)
-    does not."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, as another user's
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            # "pid (command) state ...": the command may hold spaces and parentheses.
-            state = stat.read().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc here: kill(0) is all there is to know
-    return state not in ("Z", "X")
 
 
 def _now() -> datetime:

@@ -9,14 +9,22 @@ refused with 409 (``InvalidState``, naming the current state).
 docs/agent-protocol.md shows the same table; a test keeps the two equal and
 walks every transition, allowed and refused.
 
-A task is ``created`` with its agent and release pinned; each step runs it
-one model round further (``running``), then leaves it ``waiting_for_input``
-(the next step, or a decision on a proposed action) until the run is over:
-``completed`` (the run completed, or a gate blocked it: an answer either
-way) or ``failed`` (failed, or exhausted a limit). A step whose model call
+Every task runs on DBOS workers (``registry.runs``). A **stepped** task is
+``created`` and runs one step each time a client posts one; a
+**background** task (``additional_input.mode: background``, and every A2A
+task) runs on its own to its end or to its next approval. Either way a
+request that runs something makes the task ``queued`` (a worker will take
+it), a worker makes it ``running``, and the step's end leaves it
+``waiting_for_input`` (a stepped task between steps; any task whose run
+proposes an action awaiting the user's decision) or over: ``completed``
+(the run completed, or a gate blocked it: an answer either way) or
+``failed`` (failed, or exhausted a limit). A stepped step whose model call
 fails (an outage, a timeout) fails alone: the task waits again, and the
-next step makes the call again. A user may cancel a task that is not
-running. Steps and artifacts never change once written.
+next step makes the call again; a background task tries the call again
+itself, three times, then fails. A user may cancel a task that is not
+over; a running one stops at its next step. A worker that dies mid-step
+changes no state: another worker takes the step over and goes on from what
+it recorded. Steps and artifacts never change once written.
 """
 
 from __future__ import annotations
@@ -31,9 +39,9 @@ SERVER = "server"
 NEW = "(new)"
 """The source state of a transition that creates the entity."""
 
-TASK_STATES = ("created", "running", "waiting_for_input", "completed", "failed", "cancelled")
+TASK_STATES = ("created", "queued", "running", "waiting_for_input", "completed", "failed", "cancelled")
 TASK_FINISHED = frozenset({"completed", "failed", "cancelled"})
-STEP_STATES = ("running", "completed", "failed")
+STEP_STATES = ("created", "running", "completed", "failed")
 ACTION_STATES = ("pending", "approved", "rejected", "edited")
 ARTIFACT_STATES = ("stored",)
 
@@ -54,50 +62,64 @@ _STEPS = "POST /ap/v1/agent/tasks/{task_id}/steps"
 _CANCEL = "POST /ap/v1/agent/tasks/{task_id}/cancel"
 _UPLOAD = "POST /ap/v1/agent/tasks/{task_id}/artifacts"
 
+_WORKER = "(a worker)"
+_DECIDE = "POST /ap/v1/agent/tasks/{task_id}/steps, or an A2A message"
+
 TRANSITIONS: tuple[Transition, ...] = (
     # Task
     Transition("task", NEW, "create", "created", CLIENT, "POST /ap/v1/agent/tasks",
-               "the agent and release are resolved and pinned, the inputs checked; nothing runs yet"),
-    Transition("task", "created", "step", "running", CLIENT, _STEPS, "the first step starts"),
-    Transition("task", "waiting_for_input", "step", "running", CLIENT, _STEPS,
-               "the next step starts, with the user's decision when an action is pending"),
-    Transition("task", "running", "pause", "waiting_for_input", SERVER, _STEPS,
-               "the step ends and the run is not over (it may propose an action)"),
-    Transition("task", "running", "complete", "completed", SERVER, _STEPS,
+               "a stepped task: the agent and release are resolved and pinned, the inputs checked; nothing runs yet"),
+    Transition("task", NEW, "submit", "queued", CLIENT, "POST /ap/v1/agent/tasks, or an A2A message",
+               "a background task: resolved, pinned and checked as a stepped one, and queued for a worker at once"),
+    Transition("task", "created", "step", "queued", CLIENT, _STEPS, "a stepped task's first step is queued"),
+    Transition("task", "waiting_for_input", "step", "queued", CLIENT, _STEPS,
+               "a stepped task's next step is queued, with the user's decision when an action is pending"),
+    Transition("task", "waiting_for_input", "decide", "queued", USER, _DECIDE,
+               "a background task's pending action is decided: the run goes on"),
+    Transition("task", "queued", "start", "running", SERVER, _WORKER, "a worker takes the task's next step"),
+    Transition("task", "running", "pause", "waiting_for_input", SERVER, _WORKER,
+               "the step ends and the run is not over: a stepped task waits for its next step; any task whose"
+               " step proposed an action waits for the decision"),
+    Transition("task", "running", "complete", "completed", SERVER, _WORKER,
                "the run ends with an answer: outcome completed, or blocked by a gate"),
-    Transition("task", "running", "fail", "failed", SERVER, _STEPS,
-               "the run ends without one: outcome failed, or exhausted a limit"),
-    Transition("task", "running", "interrupt", "waiting_for_input", SERVER, _STEPS,
-               "the step fails and the run is not over (a model call failed, or the pinned agent could not be"
-               " fetched): the next step tries again from the journal"),
-    Transition("task", "running", "recover", "waiting_for_input", SERVER, "(a runner gone)",
-               "the process running the step is gone: the step is marked failed and the task can go on"),
+    Transition("task", "running", "fail", "failed", SERVER, _WORKER,
+               "the run ends without one: outcome failed, or exhausted a limit; or a background task's model call"
+               " failed three more times"),
+    Transition("task", "running", "interrupt", "waiting_for_input", SERVER, _WORKER,
+               "a stepped task's step fails and the run is not over (a model call failed, or the pinned agent could"
+               " not be fetched): the next step tries again from the journal"),
     Transition("task", "created", "cancel", "cancelled", USER, _CANCEL, "the user gives the task up"),
+    Transition("task", "queued", "cancel", "cancelled", USER, _CANCEL,
+               "the user gives the task up before a worker takes it"),
+    Transition("task", "running", "cancel", "cancelled", USER, _CANCEL,
+               "the user gives the task up: the running step ends, and no other starts"),
     Transition("task", "waiting_for_input", "cancel", "cancelled", USER, _CANCEL,
                "the user gives the task up; a pending action is left undecided"),
     # Step
-    Transition("step", NEW, "create", "running", CLIENT, _STEPS,
-               "created running: the step runs within the request (the protocol's created state is never seen)"),
-    Transition("step", "running", "finish", "completed", SERVER, _STEPS,
-               "its output, is_last and additional_output are written once and never change"),
-    Transition("step", "running", "fail", "failed", SERVER, _STEPS,
+    Transition("step", NEW, "create", "created", CLIENT, _STEPS,
+               "a stepped task's step, with the request's input; a worker will run it"),
+    Transition("step", NEW, "start", "running", SERVER, _WORKER,
+               "a background task's next step, created running by the worker that runs it"),
+    Transition("step", "created", "start", "running", SERVER, _WORKER, "a worker runs it"),
+    Transition("step", "running", "finish", "completed", SERVER, _WORKER,
+               "its output, is_last and additional_output are written once and never change; a worker that dies"
+               " before this hands the step to another, which goes on from what it recorded"),
+    Transition("step", "running", "fail", "failed", SERVER, _WORKER,
                "a model call failed (an outage, a timeout, a refused connection), or the pinned agent could not"
                " be fetched: its error says why; nothing the call did not answer is journaled"),
-    Transition("step", "running", "recover", "failed", SERVER, "(a runner gone)",
-               "its process is gone; a tool call it had started is not made again"),
     # Action
-    Transition("action", NEW, "propose", "pending", SERVER, _STEPS,
+    Transition("action", NEW, "propose", "pending", SERVER, _WORKER,
                "the model calls a tool that needs approval; the step ends with the action"),
-    Transition("action", "pending", "approve", "approved", USER, _STEPS,
-               "the next step's additional_input.decision is approve: the tool runs as proposed"),
-    Transition("action", "pending", "reject", "rejected", USER, _STEPS,
+    Transition("action", "pending", "approve", "approved", USER, _DECIDE,
+               "the decision is approve: the tool runs as proposed"),
+    Transition("action", "pending", "reject", "rejected", USER, _DECIDE,
                "decision reject: the tool does not run; the reason goes to the model as the observation"),
-    Transition("action", "pending", "edit", "edited", USER, _STEPS,
+    Transition("action", "pending", "edit", "edited", USER, _DECIDE,
                "decision edit: the tool runs with the user's arguments, checked against its schema"),
     # Artifact
     Transition("artifact", NEW, "upload", "stored", CLIENT, _UPLOAD,
                "a file the user gives the task (agent_created false)"),
-    Transition("artifact", NEW, "produce", "stored", SERVER, _STEPS,
+    Transition("artifact", NEW, "produce", "stored", SERVER, _WORKER,
                "the run's final answer, or a tool's output that is a file, written by its step (agent_created true)"),
 )  # fmt: skip
 

@@ -5,7 +5,7 @@ replicas), through one SQLAlchemy engine.
 ``TaskStore(url)`` takes ``sqlite:///path/to/tasks.db`` or
 ``postgresql+psycopg://user:password@host/database`` and brings the schema
 (``registry.protocol.tables``) to the latest revision on construction
-(Alembic, ``migrations/`` beside this module). Every method is one
+(Alembic, through ``registry.protocol.database``). Every method is one
 transaction of its own and returns the frozen records of
 ``registry.protocol.records``.
 
@@ -13,91 +13,48 @@ Errors: a URL that cannot be used at startup raises ``ConfigurationError``
 (one line, password redacted); a database failure afterwards raises
 ``StoreError``. Anything else that escapes is a bug in the caller or here.
 
-At most one step of a task runs at a time, across threads and replicas:
-``claim_task`` is a conditional UPDATE of the task's status, and of two
-concurrent claims exactly one changes a row.
+At most one segment of a task is queued or running at a time, across
+threads, processes and hosts: ``submit`` is a conditional UPDATE of the
+task's status and segment count, and of two concurrent submits exactly one
+changes a row; the segment is enqueued in the same transaction.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
-import threading
-import time
-from collections.abc import Collection, Iterator, Mapping
+import json
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.util import CommandError
-from sqlalchemy import and_, case, create_engine, delete, event, func, insert, or_, select, text, update
+from sqlalchemy import Table, func, insert, select, text, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from registry.errors import ConfigurationError, StoreError
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskEvent, TaskRecord
-from registry.protocol.tables import actions, artifact_data, artifacts, journal, runners, steps, task_events, tasks
-from registry.settings import redact
+from registry.errors import InvalidState, StoreError
+from registry.protocol.database import DATABASE_FAILURES, WRITES, first_line, open_engine
+from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskEvent, TaskRecord
+from registry.protocol.tables import actions, artifact_data, artifacts, journal, steps, task_events, tasks
 
-MIGRATIONS = Path(__file__).with_name("migrations")
-"""Alembic's script directory: ``env.py`` and ``versions/``."""
-
-# Any constant shared by every replica; ours spells "prompreg" in ASCII.
-_MIGRATION_LOCK = 0x70726F6D70726567
-
-# The execution option that makes a SQLite transaction take the write lock
-# when it begins (BEGIN IMMEDIATE): a transaction that reads first and writes
-# later could otherwise fail at once with "database is locked" instead of
-# waiting out the busy timeout.
-_WRITES = "registry_writes"
-
-_SQLITE_BUSY_TIMEOUT_MS = 5000
 _APPEND_ATTEMPTS = 20
 """Tries at the next number of a task's event log before its writers are too many."""
 
-# Alembic's ``context`` and ``op`` are module-level proxies: two upgrades at
-# once in one process (two stores opened together) would share them.
-_UPGRADING = threading.Lock()
 
-# The driver failed, the server is gone, or the pool has no connection left.
-# Other SQLAlchemy errors (a value that cannot be bound...) are bugs, not outages.
-_DATABASE_FAILURES = (sa_exc.DBAPIError, sa_exc.TimeoutError)
+class DecisionConflict(InvalidState):
+    """Two decisions on one action: the second loses (409)."""
 
-
-def _fail_steps(db: Connection, which: ColumnElement[bool], reason: str) -> int:
-    """Fail the steps ``which`` selects, and free their tasks (a running one
-    goes back to waiting for input)."""
-    now = datetime.now(timezone.utc)
-    db.execute(
-        update(tasks)
-        .where(tasks.c.running_step_id.in_(select(steps.c.step_id).where(which)))
-        .values(
-            status=case((tasks.c.status == "running", "waiting_for_input"), else_=tasks.c.status),
-            running_step_id=None,
-            updated_at=now,
-        )
-    )
-    failed = db.execute(
-        update(steps).where(which).values(status="failed", additional_output={"error": reason}, finished_at=now)
-    )
-    return failed.rowcount
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, entity="action", state="decided", allowed=[])
 
 
 class TaskStore:
     """Tasks, steps, actions, artifacts and journals in one database."""
 
     def __init__(self, url: str) -> None:
-        self._engine = _create_engine(url)
-        try:
-            _upgrade(self._engine, url)
-        except BaseException:
-            self._engine.dispose()
-            raise
+        self._engine = open_engine(url)
 
     def close(self) -> None:
         """Close every connection the store holds."""
@@ -113,10 +70,23 @@ class TaskStore:
 
     # Tasks
 
-    def create_task(self, task: TaskRecord) -> None:
-        """Add a new task."""
+    def create_task(
+        self,
+        task: TaskRecord,
+        *,
+        files: Sequence[tuple[ArtifactRecord, bytes]] = (),
+        enqueue: Callable[[Connection, TaskRecord], None] | None = None,
+    ) -> None:
+        """Add a new task and its ``files``; ``enqueue`` puts its first
+        segment on the run queue in the same transaction (a background task),
+        so that no worker starts it before its files are there."""
         with self._transaction(writes=True) as db:
             db.execute(insert(tasks).values(**_values(task)))
+            for artifact, data in files:
+                db.execute(insert(artifacts).values(**_values(artifact)))
+                db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
+            if enqueue is not None:
+                enqueue(db, task)
 
     def get_task(self, task_id: str, *, owner: str | None) -> TaskRecord | None:
         """The task, if it exists and belongs to ``owner`` (``None``: to anyone)."""
@@ -135,35 +105,85 @@ class TaskStore:
             ).all()
         return [TaskRecord(**row._mapping) for row in rows], total
 
-    def claim_task(
-        self, task_id: str, *, owner: str | None, step: StepRecord, from_states: Collection[str]
+    def submit(
+        self,
+        task_id: str,
+        *,
+        owner: str | None,
+        from_states: Collection[str],
+        segment: int,
+        at: datetime,
+        enqueue: Callable[[Connection, TaskRecord], None],
+        step: StepRecord | None = None,
+        decision: Decision | None = None,
     ) -> TaskRecord | None:
-        """Start ``step`` of the task if the task (of ``owner``; ``None``: of
-        anyone) is in one of ``from_states``: the task becomes ``running``
-        with ``step`` as its running step and one step more, and ``step`` is
-        stored as ``running``, numbered by the task's new count of steps
-        (``step.number`` is not used: only the database knows it for sure);
-        the task's ``updated_at`` is the step's ``created_at``.
-        Returns the task as it now is, or ``None``, changing nothing, when
-        the task is not there or not in one of ``from_states`` (another
-        claim won, say)."""
+        """Give the task (of ``owner``; ``None``: of anyone) its next segment,
+        number ``segment``, if it is in one of ``from_states`` and has had one
+        segment fewer: it becomes ``queued``, and ``enqueue`` puts that segment on the run queue in
+        the same transaction. A stepped task's ``step`` is stored ``created``,
+        numbered by the task's new count of steps. A ``decision`` on a pending
+        action is recorded with it (the action and the run's journal), or
+        ``DecisionConflict`` is raised and nothing changes when the action was
+        decided meanwhile. Returns the task as it now is, or ``None``,
+        changing nothing, when it is not there or not in those states."""
         with self._transaction(writes=True) as db:
-            claimed = db.execute(
+            submitted = db.execute(
                 update(tasks)
-                .where(tasks.c.task_id == task_id, tasks.c.status.in_(from_states), *_owned_by(owner))
+                .where(
+                    tasks.c.task_id == task_id,
+                    tasks.c.status.in_(from_states),
+                    tasks.c.segments == segment - 1,
+                    *_owned_by(owner),
+                )
+                .values(
+                    status="queued",
+                    segments=tasks.c.segments + 1,
+                    steps=tasks.c.steps + (1 if step is not None else 0),
+                    updated_at=at,
+                )
+            )
+            if submitted.rowcount != 1:
+                return None
+            task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == task_id)).one()._mapping)
+            if step is not None:
+                db.execute(insert(steps).values(**_values(dataclasses.replace(step, number=task.steps))))
+            if decision is not None:
+                _record_decision(db, decision)
+            enqueue(db, task)
+        return task
+
+    def begin_step(self, step: StepRecord, *, worker: str, at: datetime) -> tuple[TaskRecord, StepRecord] | None:
+        """Start ``step`` on ``worker``: the step stored ``created`` by a
+        stepped task's ``submit``, the step a dead worker left ``running``
+        (taken over), or a background task's next step (stored now, numbered
+        after the others). The task becomes ``running`` with it. Returns the
+        task and the step as they now are; the step as it was if it is
+        already over (its worker died after finishing it); ``None``, changing
+        nothing, when the task is no longer queued or running (cancelled)."""
+        with self._transaction(writes=True) as db:
+            row = db.execute(select(steps).where(steps.c.step_id == step.step_id)).one_or_none()
+            if row is not None and row.status in ("completed", "failed"):
+                task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == step.task_id)).one()._mapping)
+                return task, StepRecord(**row._mapping)
+            started = db.execute(
+                update(tasks)
+                .where(tasks.c.task_id == step.task_id, tasks.c.status.in_(("queued", "running")))
                 .values(
                     status="running",
                     running_step_id=step.step_id,
-                    steps=tasks.c.steps + 1,
-                    updated_at=step.created_at,
+                    steps=tasks.c.steps + (1 if row is None else 0),
+                    updated_at=at,
                 )
             )
-            if claimed.rowcount != 1:
+            if started.rowcount != 1:
                 return None
-            task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == task_id)).one()._mapping)
-            started = dataclasses.replace(step, number=task.steps, status="running")
-            db.execute(insert(steps).values(**_values(started)))
-        return task
+            task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == step.task_id)).one()._mapping)
+            if row is None:
+                running = dataclasses.replace(step, number=task.steps, status="running", worker=worker)
+                db.execute(insert(steps).values(**_values(running)))
+                return task, running
+            db.execute(update(steps).where(steps.c.step_id == step.step_id).values(status="running", worker=worker))
+            return task, dataclasses.replace(StepRecord(**row._mapping), status="running", worker=worker)
 
     def set_task_status(self, task_id: str, *, from_states: Collection[str], task: TaskRecord) -> bool:
         """Write the task's ``status``, ``outcome``, ``output``, ``error`` and
@@ -186,26 +206,12 @@ class TaskStore:
 
     def finish_step(self, step: StepRecord, task: TaskRecord) -> bool:
         """Write the step's final fields (``status``, ``name``, ``output``,
-        ``additional_output``, ``is_last``, ``finished_at``) and the task's
-        (``status``, ``outcome``, ``output``, ``error``, ``updated_at``),
-        leaving the task with no running step. Returns ``False``, changing
-        nothing, when the step is no longer the task's running step (it
-        was failed by ``fail_running_steps`` meanwhile)."""
+        ``additional_output``, ``is_last``, ``finished_at``) and, if the task
+        is still ``running`` this step, the task's (``status``, ``outcome``,
+        ``output``, ``error``, ``updated_at``). A task cancelled meanwhile
+        keeps its state and only loses its running step. Returns whether the
+        task's fields were written."""
         with self._transaction(writes=True) as db:
-            finished = db.execute(
-                update(tasks)
-                .where(tasks.c.task_id == task.task_id, tasks.c.running_step_id == step.step_id)
-                .values(
-                    status=task.status,
-                    outcome=task.outcome,
-                    output=task.output,
-                    error=task.error,
-                    running_step_id=None,
-                    updated_at=task.updated_at,
-                )
-            )
-            if finished.rowcount != 1:
-                return False
             db.execute(
                 update(steps)
                 .where(steps.c.step_id == step.step_id)
@@ -218,53 +224,36 @@ class TaskStore:
                     finished_at=step.finished_at,
                 )
             )
-        return True
+            finished = db.execute(
+                update(tasks)
+                .where(
+                    tasks.c.task_id == task.task_id,
+                    tasks.c.running_step_id == step.step_id,
+                    tasks.c.status == "running",
+                )
+                .values(
+                    status=task.status,
+                    outcome=task.outcome,
+                    output=task.output,
+                    error=task.error,
+                    running_step_id=None,
+                    updated_at=task.updated_at,
+                )
+            )
+            if finished.rowcount != 1:
+                db.execute(
+                    update(tasks)
+                    .where(tasks.c.task_id == task.task_id, tasks.c.running_step_id == step.step_id)
+                    .values(running_step_id=None)
+                )
+        return finished.rowcount == 1
 
-    def fail_running_steps(self, reason: str) -> int:
-        """Fail every step left ``running``, whoever runs it (for a service
-        that is the only one on its database); ``fail_orphaned_steps`` spares
-        the steps of live runners. Returns how many steps failed."""
+    def deliver(self, task_id: str, number: int) -> None:
+        """A background task's ``POST .../steps`` has returned the steps up to ``number``."""
         with self._transaction(writes=True) as db:
-            return _fail_steps(db, steps.c.status == "running", reason)
-
-    # Runners
-
-    def register_runner(self, runner_id: str, *, host: str, pid: int, now: datetime) -> None:
-        """Say that process ``pid`` of ``host`` runs steps, as ``runner_id``."""
-        with self._transaction(writes=True) as db:
-            db.execute(insert(runners).values(runner_id=runner_id, host=host, pid=pid, started_at=now, seen_at=now))
-
-    def beat(self, runner_id: str, now: datetime) -> None:
-        """The runner is alive at ``now``."""
-        with self._transaction(writes=True) as db:
-            db.execute(update(runners).where(runners.c.runner_id == runner_id).values(seen_at=now))
-
-    def unregister_runner(self, runner_id: str) -> None:
-        with self._transaction(writes=True) as db:
-            db.execute(delete(runners).where(runners.c.runner_id == runner_id))
-
-    def runners(self) -> list[tuple[str, str, int, datetime]]:
-        """Every registered runner: its id, host, process id and when it was last seen."""
-        with self._transaction() as db:
-            rows = db.execute(select(runners.c.runner_id, runners.c.host, runners.c.pid, runners.c.seen_at)).all()
-        return [(row.runner_id, row.host, row.pid, row.seen_at) for row in rows]
-
-    def fail_orphaned_steps(self, reason: str, *, dead: Collection[str]) -> int:
-        """Fail the running steps of the ``dead`` runners, and those of no
-        registered runner, with ``additional_output`` ``{"error": reason}``;
-        a ``running`` task of one goes back to ``waiting_for_input``, with no
-        running step. Steps other live runners run are left alone; the dead
-        runners are forgotten. Returns how many steps failed."""
-        alive = select(runners.c.runner_id).where(runners.c.runner_id.not_in(list(dead)))
-        orphaned = and_(
-            steps.c.status == "running",
-            or_(steps.c.runner_id.is_(None), steps.c.runner_id.not_in(alive)),
-        )
-        with self._transaction(writes=True) as db:
-            failed = _fail_steps(db, orphaned, reason)
-            if dead:
-                db.execute(delete(runners).where(runners.c.runner_id.in_(list(dead))))
-        return failed
+            db.execute(
+                update(tasks).where(tasks.c.task_id == task_id, tasks.c.delivered < number).values(delivered=number)
+            )
 
     # Steps
 
@@ -285,10 +274,11 @@ class TaskStore:
 
     # Actions
 
-    def add_action(self, action: ActionRecord) -> None:
-        """Add an action a step proposed."""
+    def add_action(self, action: ActionRecord) -> bool:
+        """Add an action a step proposed, unless it is there already (a worker
+        that took a step over proposes it again); whether it was added."""
         with self._transaction(writes=True) as db:
-            db.execute(insert(actions).values(**_values(action)))
+            return _insert_new(db, actions, _values(action))
 
     def pending_action(self, task_id: str) -> ActionRecord | None:
         """The task's oldest action still ``pending``, if any."""
@@ -301,26 +291,6 @@ class TaskStore:
             ).one_or_none()
         return None if row is None else ActionRecord(**row._mapping)
 
-    def decide_action(
-        self,
-        action_id: str,
-        *,
-        status: str,
-        step_id: str,
-        reason: str | None,
-        edited_arguments: dict[str, Any] | None,
-    ) -> bool:
-        """Record the decision on a ``pending`` action, made in step
-        ``step_id``. Returns ``False``, changing nothing, when the action is
-        not there or was decided already."""
-        with self._transaction(writes=True) as db:
-            decided = db.execute(
-                update(actions)
-                .where(actions.c.action_id == action_id, actions.c.status == "pending")
-                .values(status=status, decided_by_step_id=step_id, reason=reason, edited_arguments=edited_arguments)
-            )
-        return decided.rowcount == 1
-
     def list_actions(self, task_id: str) -> list[ActionRecord]:
         """The task's actions, oldest first."""
         with self._transaction() as db:
@@ -331,11 +301,14 @@ class TaskStore:
 
     # Artifacts
 
-    def add_artifact(self, artifact: ArtifactRecord, data: bytes) -> None:
-        """Add an artifact and its bytes."""
+    def add_artifact(self, artifact: ArtifactRecord, data: bytes) -> bool:
+        """Add an artifact and its bytes, unless it is there already (a worker
+        that took a step over writes it again); whether it was added."""
         with self._transaction(writes=True) as db:
-            db.execute(insert(artifacts).values(**_values(artifact)))
+            if not _insert_new(db, artifacts, _values(artifact)):
+                return False
             db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
+        return True
 
     def list_artifacts(self, task_id: str, *, offset: int, limit: int) -> tuple[list[ArtifactRecord], int]:
         """A page of the task's artifacts, oldest first, and how many there are in all."""
@@ -385,28 +358,31 @@ class TaskStore:
 
     def append_event(self, task_id: str, kind: str, data: Mapping[str, Any]) -> int:
         """Append an entry to the task's event log; its number (1 for the
-        first), committed once this returns. Writers of one task never
-        share a number: the insert picks the next one inside its own
-        transaction, and a writer that loses a race tries again."""
+        first), committed once this returns."""
+        return self.append_events(task_id, [(kind, data)])[-1]
+
+    def append_events(self, task_id: str, entries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
+        """Append ``entries`` (each a kind and its data) to the task's event
+        log in one transaction, numbered one after another: a reader sees all
+        of them or none. Their numbers, committed once this returns. Writers
+        of one task never share a number: the insert picks the next one
+        inside its own transaction, and a writer that loses a race tries again."""
         for _attempt in range(_APPEND_ATTEMPTS):
             try:
                 with self._transaction(writes=True) as db:
-                    seq = (
-                        int(
-                            db.execute(
-                                select(func.coalesce(func.max(task_events.c.seq), 0)).where(
-                                    task_events.c.task_id == task_id
-                                )
-                            ).scalar_one()
-                        )
-                        + 1
-                    )
+                    last = db.execute(
+                        select(func.coalesce(func.max(task_events.c.seq), 0)).where(task_events.c.task_id == task_id)
+                    ).scalar_one()
+                    now = datetime.now(timezone.utc)
+                    numbers = [int(last) + offset for offset in range(1, len(entries) + 1)]
                     db.execute(
-                        insert(task_events).values(
-                            task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=datetime.now(timezone.utc)
-                        )
+                        insert(task_events),
+                        [
+                            {"task_id": task_id, "seq": seq, "kind": kind, "data": dict(data), "created_at": now}
+                            for seq, (kind, data) in zip(numbers, entries, strict=True)
+                        ],
                     )
-                return seq
+                return numbers
             except StoreError as exc:
                 if not isinstance(exc.__cause__, sa_exc.IntegrityError):
                     raise
@@ -423,109 +399,79 @@ class TaskStore:
             ).all()
         return [TaskEvent(**row._mapping) for row in rows]
 
+    def events_in(self, windows: Collection[tuple[str, int]], *, batch: int) -> list[TaskEvent]:
+        """The entries of several tasks in one query: for each ``(task_id,
+        after)`` of ``windows``, the task's entries numbered ``after + 1`` to
+        ``after + batch`` (a log is numbered without gaps), by task and
+        number (an entry in two windows comes twice). The windows go as one
+        JSON parameter, so that the query is the same text however many
+        there are: nothing to compile again, nothing nested to parse."""
+        if not windows:
+            return []
+        listed = json.dumps([{"task_id": task_id, "after": after} for task_id, after in windows])
+        with self._transaction() as db:
+            query = _EVENTS_IN_POSTGRESQL if db.dialect.name == "postgresql" else _EVENTS_IN_SQLITE
+            rows = db.execute(query, {"windows": listed, "batch": batch}).all()
+        return [TaskEvent(**row._mapping) for row in rows]
+
     @contextmanager
     def _transaction(self, *, writes: bool = False) -> Iterator[Connection]:
         """One transaction, committed when the block ends without an error;
         database failures come out as ``StoreError``."""
         try:
             with self._engine.connect() as connection:
-                connection.execution_options(**{_WRITES: writes})
+                connection.execution_options(**{WRITES: writes})
                 with connection.begin():
                     yield connection
-        except _DATABASE_FAILURES as exc:
-            raise StoreError(f"the task store failed: {_first_line(exc)}") from exc
+        except DATABASE_FAILURES as exc:
+            raise StoreError(f"the task store failed: {first_line(exc)}") from exc
 
 
-def _create_engine(url: str) -> Engine:
-    try:
-        parsed = make_url(url)
-    except sa_exc.ArgumentError as exc:
-        raise ConfigurationError(f"the task store URL is not a database URL: {redact(url)!r}") from exc
-    if parsed.drivername == "sqlite":
-        if parsed.database in (None, "", ":memory:"):
-            raise ConfigurationError(f"the task store URL names no database file: {redact(url)!r}")
-        engine = create_engine(parsed)
-        event.listen(engine, "connect", _configure_sqlite)
-        event.listen(engine, "begin", _begin_sqlite)
-        return engine
-    if parsed.drivername == "postgresql+psycopg":
-        # pool_pre_ping: a connection the server closed (a restart, a failover)
-        # is replaced instead of failing the next request.
-        return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 5})
-    raise ConfigurationError(
-        f"the task store URL must start with sqlite:/// or postgresql+psycopg://, not {redact(url)!r}"
+_EVENTS_COLUMNS = "e.task_id, e.seq, e.kind, e.data, e.created_at"
+_EVENTS_IN_SQLITE = text(
+    f"SELECT {_EVENTS_COLUMNS} FROM json_each(:windows) AS w JOIN task_events AS e"
+    " ON e.task_id = json_extract(w.value, '$.task_id') AND e.seq > json_extract(w.value, '$.after')"
+    " AND e.seq <= json_extract(w.value, '$.after') + :batch ORDER BY e.task_id, e.seq"
+).columns(*task_events.c)
+_EVENTS_IN_POSTGRESQL = text(
+    f"SELECT {_EVENTS_COLUMNS} FROM jsonb_to_recordset(CAST(:windows AS jsonb)) AS w(task_id text, after integer)"
+    " JOIN task_events AS e ON e.task_id = w.task_id AND e.seq > w.after AND e.seq <= w.after + :batch"
+    " ORDER BY e.task_id, e.seq"
+).columns(*task_events.c)
+"""``events_in``'s query on each backend: the windows joined with the log,
+each an index range (the log's key is the task and the number)."""
+
+
+def _record_decision(db: Connection, decision: Decision) -> None:
+    """The decision on its action, if that is still pending, and in the run's journal."""
+    decided = db.execute(
+        update(actions)
+        .where(actions.c.action_id == decision.action_id, actions.c.status == "pending")
+        .values(
+            status=decision.status,
+            decided_by_step_id=decision.step_id,
+            reason=decision.reason,
+            edited_arguments=decision.edited_arguments,
+        )
     )
+    if decided.rowcount != 1:
+        raise DecisionConflict("the action was decided by another request")
+    values = {
+        "task_id": decision.task_id,
+        "key": decision.key,
+        "event": decision.journal_event(),
+        "recorded_at": datetime.now(timezone.utc),
+    }
+    db.execute(_upsert_event(db.dialect.name, values))
 
 
-def _configure_sqlite(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-    # The driver's own transaction handling begins transactions only before
-    # writes and never before DDL; _begin_sqlite begins each one instead.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-        _use_wal(cursor)
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
-
-
-def _use_wal(cursor: sqlite3.Cursor) -> None:
-    """Put the database in WAL mode (readers never wait for the writer, nor
-    the writer for them), which the file keeps once set."""
-    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            # SQLite answers "locked" at once here, without waiting out the busy
-            # timeout, while another process opens a new file or switches it to WAL.
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _begin_sqlite(connection: Connection) -> None:
-    writes = connection.get_execution_options().get(_WRITES, False)
-    connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
-
-
-def _upgrade(engine: Engine, url: str) -> None:
-    """Bring the schema to the latest revision, in one transaction."""
-    config = Config()
-    # The option goes through ConfigParser, which would read a % as interpolation.
-    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
-    try:
-        with _UPGRADING, engine.connect() as connection:
-            # On SQLite, BEGIN IMMEDIATE makes a second process wait for the first one's upgrade.
-            connection.execution_options(**{_WRITES: True})
-            with connection.begin():
-                if connection.dialect.name == "postgresql":
-                    # Replicas starting together: one upgrades, the others
-                    # wait here, then find the schema at the latest revision.
-                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-                config.attributes["connection"] = connection
-                command.upgrade(config, "head")
-    except _DATABASE_FAILURES as exc:
-        raise ConfigurationError(
-            f"cannot open the task store at {redact(url)}: {_first_line(exc, engine.url)}"
-        ) from exc
-    except CommandError as exc:
-        # A revision this version does not know: a newer one upgraded the database.
-        raise ConfigurationError(f"cannot migrate the task store at {redact(url)}: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: Exception, url: URL | None = None) -> str:
-    """The error in one line: the driver's own message when there is one
-    (SQLAlchemy's adds the statement and its parameters, an event or an
-    artifact's bytes among them), without the URL's password."""
-    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
-    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    line = lines[0] if lines else type(cause).__name__
-    if url is not None and url.password:
-        line = line.replace(str(url.password), "***")
-    return line
+def _insert_new(db: Connection, table: Table, values: dict[str, Any]) -> bool:
+    """Insert the row unless its primary key is taken; whether it was inserted."""
+    dialect = postgresql if db.dialect.name == "postgresql" else sqlite
+    key = next(iter(table.primary_key.columns))
+    # RETURNING, not rowcount: psycopg's rowcount is not the rows inserted here.
+    inserted = db.execute(dialect.insert(table).values(**values).on_conflict_do_nothing().returning(key))
+    return inserted.first() is not None
 
 
 def _owned_by(owner: str | None) -> list[ColumnElement[bool]]:

@@ -1,7 +1,7 @@
 """The task store's schema: its tables, as SQLAlchemy reads and writes them.
 
 ``METADATA`` holds every table (tasks, steps, actions, artifacts and their
-bytes, runners, the run journal, each task's event log and its push
+bytes, the run journal, each task's event log and its push
 notification configurations); ``migrations/versions/`` creates the same
 schema, and a test checks that the two agree. Datetimes are stored as UTC on
 every backend (``UTCDateTime``).
@@ -91,6 +91,10 @@ tasks = Table(
     # "stepped" (a client posts each step) or "background" (the task runs on
     # its own to its end or its next approval); migration 0003 sets "stepped".
     Column("mode", String, nullable=False, server_default="stepped"),
+    # How many segments (DBOS workflows) the task has been given: the next one's number.
+    Column("segments", Integer, nullable=False, server_default="0"),
+    # The last step a background task's POST .../steps has returned.
+    Column("delivered", Integer, nullable=False, server_default="0"),
     Index(None, "owner", "created_at", "task_id"),
     Index(None, "created_at", "task_id"),
 )
@@ -110,13 +114,10 @@ steps = Table(
     Column("additional_output", _nullable_json()),
     Column("is_last", Boolean, nullable=False),
     Column("finished_at", UTCDateTime),
-    Column("runner_id", String),
     # The worker process that ran the step (its DBOS executor id), shown by the UI.
     Column("worker", String),
     # Two steps numbered alike would mean two claims both won.
     Index(None, "task_id", "number", unique=True),
-    # fail_running_steps: the few running steps among all those ever run.
-    Index(None, "status"),
 )
 
 # Actions and artifacts name steps without a foreign key: the service decides
@@ -162,18 +163,6 @@ artifact_data = Table(
     METADATA,
     Column("artifact_id", String, ForeignKey("artifacts.artifact_id", ondelete="CASCADE"), primary_key=True),
     Column("data", LargeBinary, nullable=False),
-)
-
-# The processes that run steps, and when each was last seen alive: a running
-# step whose process is gone is failed by the others (fail_orphaned_steps).
-runners = Table(
-    "runners",
-    METADATA,
-    Column("runner_id", String, primary_key=True),
-    Column("host", String, nullable=False),
-    Column("pid", Integer, nullable=False),
-    Column("started_at", UTCDateTime, nullable=False),
-    Column("seen_at", UTCDateTime, nullable=False),
 )
 
 journal = Table(

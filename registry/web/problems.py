@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response
@@ -79,6 +80,42 @@ PROBLEM_DESCRIPTIONS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A problem response whatever serves it: Flask here, Starlette in
+    ``registry.protocol.asgi``."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    def content(self) -> bytes:
+        # ASCII-escaped: details may quote caller input, which a problem must
+        # carry whatever it contains.
+        return json.dumps(self.body).encode("ascii")
+
+
+def problem(
+    slug: str,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    extensions: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Problem:
+    """The problem's body and headers."""
+    body = {
+        "type": PROBLEM_TYPE_PREFIX + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        **(extensions or {}),
+    }
+    # An error is about this request at this moment: no cache may keep it.
+    return Problem(status, body, {"Cache-Control": "no-store", **(headers or {})})
+
+
 def problem_response(
     slug: str,
     status: int,
@@ -89,24 +126,13 @@ def problem_response(
     headers: dict[str, str] | None = None,
 ) -> Response:
     """A problem+json response."""
-    body = {
-        "type": PROBLEM_TYPE_PREFIX + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-        **(extensions or {}),
-    }
-    # ASCII-escaped: details may quote caller input, which a problem must
-    # carry whatever it contains.
-    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_MEDIA_TYPE)
-    # An error is about this request at this moment: no cache may keep it.
-    response.headers["Cache-Control"] = "no-store"
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
-    return response
+    return _flask_response(problem(slug, status, title, detail, extensions=extensions, headers=headers))
 
 
-def _registry_error(error: RegistryError) -> Response:
+def registry_problem(error: RegistryError, *, detail_member: str | None = None) -> Problem:
+    """The problem that answers ``error`` (logged when it is the server's
+    fault); ``detail_member`` repeats ``detail`` under another name, as
+    ``register_error_handlers`` says."""
     if isinstance(error, NotReady):
         # Expected while a replica starts (every request until its first
         # sync), and logged by the syncer when it lasts: not an error each.
@@ -116,14 +142,21 @@ def _registry_error(error: RegistryError) -> Response:
     headers = error.response_headers()
     if error.slug in _RETRY_AFTER_SECONDS:
         headers.setdefault("Retry-After", str(_RETRY_AFTER_SECONDS[error.slug]))
-    return problem_response(
-        error.slug,
-        error.status,
-        error.title,
-        error.detail,
-        extensions=error.problem_fields(),
-        headers=headers,
-    )
+    extensions = error.problem_fields()
+    if detail_member is not None:
+        extensions[detail_member] = error.detail
+    return problem(error.slug, error.status, error.title, error.detail, extensions=extensions, headers=headers)
+
+
+def _flask_response(answer: Problem) -> Response:
+    response = Response(answer.content(), status=answer.status, mimetype=PROBLEM_MEDIA_TYPE)
+    for name, value in answer.headers.items():
+        response.headers[name] = value
+    return response
+
+
+def _registry_error(error: RegistryError) -> Response:
+    return _flask_response(registry_problem(error))
 
 
 def _http_error(error: HTTPException) -> Response:
@@ -147,9 +180,15 @@ _HTTP_DETAILS = {
 }
 
 
+def internal_problem() -> Problem:
+    """The bare answer to an unexpected error (which its server logs): no
+    traceback, no path, nothing of what went wrong."""
+    return problem("internal-error", 500, "Internal error", "an unexpected error occurred; it has been logged")
+
+
 def _unexpected_error(error: Exception) -> Response:
     log.exception("unexpected error while answering a request")
-    return problem_response("internal-error", 500, "Internal error", "an unexpected error occurred; it has been logged")
+    return _flask_response(internal_problem())
 
 
 def register_error_handlers(app: Flask, *, detail_member: str | None = None) -> None:

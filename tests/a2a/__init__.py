@@ -1,1 +1,1 @@
-"""Unit tests of registry.a2a: push notification targets, configurations and their signing and retry policy."""
+"""Unit tests of registry.a2a: cards, the mapping of our tasks to A2A's, incoming messages, errors; push notification targets, configurations and their signing and retry policy."""

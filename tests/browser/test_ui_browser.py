@@ -454,3 +454,45 @@ def test_an_edited_action_runs_with_the_new_arguments(
     assert task_state(tab) == "completed"
     assert "pipeline 8 failed in its lint job." in page.locator(".facts").inner_text()
     assert "Decision: edit" in page.locator(".timeline").inner_text()
+
+
+def step_in_the_service(agents: RegistryProcess, task: str, **additional: str) -> None:
+    """A step posted to the service by another client than the page."""
+    request = urllib.request.Request(
+        f"{agents.base}/ap/v1/agent/tasks/{task}/steps",
+        data=json.dumps({"additional_input": additional}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+
+
+def test_a_task_page_follows_its_task_live_as_another_client_steps_it(
+    tasks_registry: RegistryProcess, agents_service: RegistryProcess, open_tab: OpenTab
+) -> None:
+    tab = open_tab(tasks_registry.base)
+    page = tab.page
+    task = create_task(agents_service, "Live?")
+    tab.goto(f"/ui/tasks/{task}")
+    assert task_state(tab) == "created"
+    page.evaluate("window.loadedOnce = true")  # gone if the page were loaded again
+    live, wait = page.locator("#live-log"), 30_000
+    step_in_the_service(agents_service, task)
+    # The decision the action waits for appears, from the page's stream alone.
+    expect(page.locator("section.action")).to_be_visible(timeout=wait)
+    expect(live).to_contain_text("tool call list_jobs", timeout=wait)
+    expect(live).to_contain_text("action pending list_jobs", timeout=wait)
+    expect(page.locator("[data-task-state]")).to_have_text("waiting_for_input", timeout=wait)
+    step_in_the_service(agents_service, task, decision="approve")
+    expect(page.locator("[data-task-state]")).to_have_text("completed", timeout=wait)
+    expect(live).to_contain_text("outcome completed", timeout=wait)
+    expect(live).to_contain_text("pipeline 7 failed in its lint job.", timeout=wait)
+    expect(page.locator(".facts")).to_contain_text("pipeline 7 failed in its lint job.", timeout=wait)
+    expect(page.locator("section.action")).to_have_count(0)
+    # Each step says which worker process ran it.
+    workers = page.locator(".timeline li").filter(has_text="ran on ")
+    expect(workers).to_have_count(2)
+    assert page.evaluate("window.loadedOnce") is True
+    tab.screenshot("task-live")
+    tab.assert_nothing_went_wrong()

@@ -151,6 +151,23 @@ def test_releases_and_resolve(transport: RecordingTransport) -> None:
     assert client.resolve("v1.0.0").release.tag == "v1.0.0"
 
 
+def test_agents_lists_a_release_and_says_what_it_resolved_to(
+    transport: RecordingTransport, released_repo: LibraryRepo
+) -> None:
+    client = _client(transport, release="^1.0")
+    catalog = client.agents()
+    assert catalog.resolution.release.tag == "v1.1.0"
+    assert catalog.resolution.release.commit == released_repo.git("rev-parse", "v1.1.0^{commit}")
+    assert [(a.usecase, a.name, a.valid) for a in catalog.agents] == [
+        ("chat", "minimal", True),
+        ("chat", "with_rules", True),
+    ]
+    assert [a.name for a in client.agents("v1.0.0").agents] == ["minimal"]
+    released_repo.release("v1.2.0", {"chat/broken.yml": "name: [unclosed"})
+    broken = next(a for a in client.agents("v1.2.0").agents if a.name == "broken")
+    assert not broken.valid and broken.errors and broken.title is None
+
+
 # -- typed errors -----------------------------------------------------------------
 
 

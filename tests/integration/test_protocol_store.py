@@ -25,8 +25,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from registry.errors import ConfigurationError, StoreError
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
-from registry.protocol.store import MIGRATIONS, TaskStore
+from registry.protocol.database import MIGRATIONS
+from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord
+from registry.protocol.store import DecisionConflict, TaskStore
 from registry.protocol.tables import METADATA
 from tests.support.ports import free_port
 from tests.support.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)
@@ -182,60 +183,89 @@ def test_tasks_are_listed_oldest_first_by_owner_a_page_at_a_time_with_the_total(
     assert store.list_tasks(owner="carol", offset=0, limit=10) == ([], 0)
 
 
-# Claims
+# Submitting segments and running steps
 
 
-def test_a_claim_starts_a_step_and_returns_the_running_task(store: TaskStore) -> None:
+class Queue:
+    """What the service's ``enqueue`` would put on the run queue: here, the
+    segments handed over inside the store's transaction, and the
+    connection's dialect (the same database as the store's)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.segments: list[tuple[str, int, str]] = []
+        self.fail = fail
+
+    def __call__(self, connection: sa.engine.Connection, queued: TaskRecord) -> None:
+        if self.fail:
+            raise StoreError("the run queue refused the segment")
+        self.segments.append((queued.task_id, queued.segments, queued.status))
+
+
+def submit(
+    store: TaskStore, queue: Queue, *, segment: int = 1, owner: str | None = "alice", **extra: object
+) -> TaskRecord | None:
+    return store.submit(
+        "t1", owner=owner, from_states=RESUMABLE, segment=segment, at=T0 + timedelta(seconds=1), enqueue=queue,
+        **extra,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_submitting_queues_the_task_its_step_and_its_segment_together(store: TaskStore) -> None:
     store.create_task(task())
-    claimed = store.claim_task("t1", owner="alice", step=step(at=T0 + timedelta(seconds=1)), from_states=RESUMABLE)
-    assert claimed == replace(
-        task(), status="running", running_step_id="s1", steps=1, updated_at=T0 + timedelta(seconds=1)
-    )
-    assert claimed == store.get_task("t1", owner=None)
-    assert store.get_step("t1", "s1") == replace(step(at=T0 + timedelta(seconds=1)), number=1, status="running")
+    queue = Queue()
+    queued = submit(store, queue, step=step())
+    assert queued == replace(task(), status="queued", segments=1, steps=1, updated_at=T0 + timedelta(seconds=1))
+    assert queue.segments == [("t1", 1, "queued")]
+    assert store.get_step("t1", "s1") == replace(step(), number=1)
 
 
-def test_a_claim_of_a_task_in_another_state_or_of_another_owner_changes_nothing(store: TaskStore) -> None:
+def test_a_segment_the_queue_refuses_leaves_the_task_as_it_was(store: TaskStore) -> None:
     store.create_task(task())
-    assert store.claim_task("t1", owner="mallory", step=step(), from_states=RESUMABLE) is None
-    assert store.claim_task("t1", owner="alice", step=step(), from_states=("waiting_for_input",)) is None
-    assert store.claim_task("nope", owner=None, step=step(task_id="nope"), from_states=RESUMABLE) is None
+    with pytest.raises(StoreError):
+        submit(store, Queue(fail=True), step=step())
     assert store.get_task("t1", owner=None) == task()
     assert store.list_steps("t1", offset=0, limit=10) == ([], 0)
 
 
-def test_of_eight_concurrent_claims_of_a_task_exactly_one_wins(store: TaskStore) -> None:
+def test_submitting_a_task_in_another_state_segment_or_of_another_owner_changes_nothing(store: TaskStore) -> None:
+    store.create_task(task())
+    queue = Queue()
+    assert submit(store, queue, owner="mallory") is None
+    assert submit(store, queue, segment=2) is None
+    assert store.submit("t1", owner=None, from_states=("waiting_for_input",), segment=1, at=T0, enqueue=queue) is None
+    assert store.get_task("t1", owner=None) == task() and queue.segments == []
+
+
+def test_of_eight_concurrent_submits_of_a_segment_exactly_one_wins(store: TaskStore) -> None:
     store.create_task(task())
     ids = iter(range(8))
     lock = threading.Lock()
+    queue = Queue()
 
-    def claim() -> TaskRecord | None:
+    def one() -> TaskRecord | None:
         with lock:
             step_id = f"s{next(ids)}"
-        return store.claim_task("t1", owner="alice", step=step(step_id), from_states=RESUMABLE)
+        return submit(store, queue, step=step(step_id))
 
-    won = [result for result in at_once(8, claim) if result is not None]
-    assert len(won) == 1
-    assert won[0].steps == 1
-    steps, total = store.list_steps("t1", offset=0, limit=10)
-    assert total == 1
-    assert [(s.step_id, s.number, s.status) for s in steps] == [(won[0].running_step_id, 1, "running")]
+    won = [result for result in at_once(8, one) if result is not None]
+    assert len(won) == 1 and won[0].steps == 1 and queue.segments == [("t1", 1, "queued")]
+    assert store.list_steps("t1", offset=0, limit=10)[1] == 1
 
 
-def test_concurrent_claims_through_separate_stores_also_let_exactly_one_win(url: str) -> None:
-    # Separate stores: separate engines, as replicas (or processes) have.
+def test_concurrent_submits_through_separate_stores_also_let_exactly_one_win(url: str) -> None:
+    # Separate stores: separate engines, as servers (or processes) have.
     stores = [TaskStore(url) for _ in range(4)]
     try:
         stores[0].create_task(task())
         ids = iter(range(4))
         lock = threading.Lock()
 
-        def claim() -> TaskRecord | None:
+        def one() -> TaskRecord | None:
             with lock:
                 n = next(ids)
-            return stores[n].claim_task("t1", owner=None, step=step(f"s{n}"), from_states=RESUMABLE)
+            return submit(stores[n], Queue(), owner=None, step=step(f"s{n}"))
 
-        assert sum(result is not None for result in at_once(4, claim)) == 1
+        assert sum(result is not None for result in at_once(4, one)) == 1
         assert stores[0].list_steps("t1", offset=0, limit=10)[1] == 1
     finally:
         for opened in stores:
@@ -250,7 +280,32 @@ def test_a_status_changes_only_from_the_states_given(store: TaskStore) -> None:
     assert store.set_task_status("t1", from_states=RESUMABLE, task=cancelled) is True
     assert store.get_task("t1", owner=None) == cancelled
     assert store.set_task_status("nope", from_states=RESUMABLE, task=cancelled) is False
-    assert store.claim_task("t1", owner=None, step=step(), from_states=RESUMABLE) is None
+    assert submit(store, Queue()) is None
+
+
+def test_a_worker_starts_the_submitted_step_and_another_takes_it_over(store: TaskStore) -> None:
+    store.create_task(task())
+    submit(store, Queue(), step=step())
+    begun = store.begin_step(step(), worker="w1", at=T0 + timedelta(seconds=2))
+    assert begun is not None
+    started, running = begun
+    assert (started.status, started.running_step_id, started.steps) == ("running", "s1", 1)
+    assert (running.status, running.worker, running.number, running.input) == ("running", "w1", 1, "go on")
+    # w1 died: w2 takes the same step over, numbered as it was.
+    again = store.begin_step(step(), worker="w2", at=T0 + timedelta(seconds=3))
+    assert again is not None and (again[1].worker, again[1].number, again[0].steps) == ("w2", 1, 1)
+
+
+def test_a_background_step_is_stored_by_the_worker_that_starts_it(store: TaskStore) -> None:
+    store.create_task(replace(task(), status="queued", mode="background", segments=1))
+    begun = store.begin_step(replace(step("b1"), input=None, additional_input={}), worker="w1", at=T0)
+    assert begun is not None and (begun[0].steps, begun[1].number, begun[1].status) == (1, 1, "running")
+
+
+def test_no_step_starts_on_a_cancelled_task(store: TaskStore) -> None:
+    store.create_task(replace(task(), status="cancelled"))
+    assert store.begin_step(step(), worker="w1", at=T0) is None
+    assert store.list_steps("t1", offset=0, limit=10) == ([], 0)
 
 
 # Steps
@@ -268,92 +323,77 @@ def finished(claimed: StepRecord, *, at: datetime, output: str) -> StepRecord:
     )
 
 
+def started(store: TaskStore, step_id: str = "s1", *, segment: int = 1) -> tuple[TaskRecord, StepRecord]:
+    submit(store, Queue(), segment=segment, step=step(step_id))
+    begun = store.begin_step(step(step_id), worker="w1", at=T0 + timedelta(seconds=segment))
+    assert begun is not None
+    return begun
+
+
 def test_finishing_a_step_writes_the_step_and_the_task_and_frees_it(store: TaskStore) -> None:
     store.create_task(task())
-    claimed = store.claim_task("t1", owner="alice", step=step(), from_states=RESUMABLE)
-    assert claimed is not None
-    running = store.get_step("t1", "s1")
-    assert running is not None
+    running_task, running = started(store)
     done = finished(running, at=T0 + timedelta(seconds=5), output="drafted")
-    after = replace(
-        claimed,
-        status="waiting_for_input",
-        outcome=None,
-        output="drafted",
-        error=None,
-        updated_at=T0 + timedelta(seconds=5),
-    )
+    after = replace(running_task, status="waiting_for_input", output="drafted", updated_at=T0 + timedelta(seconds=5))
     assert store.finish_step(done, after) is True
     assert store.get_step("t1", "s1") == done
     assert store.get_task("t1", owner=None) == replace(after, running_step_id=None)
+    # Its worker died after writing it: the one taking over finds it over.
+    begun = store.begin_step(step(), worker="w2", at=T0)
+    assert begun is not None and begun[1] == done
+
+
+def test_a_task_cancelled_while_its_step_ran_stays_cancelled(store: TaskStore) -> None:
+    store.create_task(task())
+    running_task, running = started(store)
+    cancelled = replace(running_task, status="cancelled")
+    assert store.set_task_status("t1", from_states=("running",), task=cancelled)
+    done = finished(running, at=T0 + timedelta(seconds=5), output="late")
+    assert store.finish_step(done, replace(running_task, status="completed", outcome="completed")) is False
+    assert store.get_step("t1", "s1") == done
+    after = store.get_task("t1", owner=None)
+    assert after is not None and (after.status, after.running_step_id) == ("cancelled", None)
 
 
 def test_steps_are_numbered_and_listed_in_order(store: TaskStore) -> None:
     store.create_task(task())
     for n in range(1, 4):
-        claimed = store.claim_task("t1", owner="alice", step=step(f"s{n}"), from_states=RESUMABLE)
-        assert claimed is not None and claimed.steps == n
-        running = store.get_step("t1", f"s{n}")
-        assert running is not None
+        running_task, running = started(store, f"s{n}", segment=n)
+        assert running_task.steps == n
         end = T0 + timedelta(seconds=n)
         store.finish_step(
-            finished(running, at=end, output=str(n)),
-            replace(claimed, status="waiting_for_input", updated_at=end),
+            finished(running, at=end, output=str(n)), replace(running_task, status="waiting_for_input", updated_at=end)
         )
     page, total = store.list_steps("t1", offset=1, limit=5)
     assert ([(s.step_id, s.number, s.output) for s in page], total) == ([("s2", 2, "2"), ("s3", 3, "3")], 3)
     assert store.get_step("other", "s1") is None
 
 
-def test_recovery_fails_steps_left_running_and_their_tasks_wait_for_input(store: TaskStore) -> None:
-    store.create_task(task("t1"))
-    store.create_task(task("t2"))
-    store.create_task(task("t3"))
-    for task_id in ("t1", "t2"):
-        store.claim_task(task_id, owner=None, step=step(f"{task_id}-s", task_id), from_states=RESUMABLE)
-
-    assert store.fail_running_steps("the service restarted") == 2
-    for task_id in ("t1", "t2"):
-        failed = store.get_step(task_id, f"{task_id}-s")
-        assert failed is not None
-        assert (failed.status, failed.additional_output) == ("failed", {"error": "the service restarted"})
-        assert failed.finished_at is not None and failed.finished_at.tzinfo == timezone.utc
-        freed = store.get_task(task_id, owner=None)
-        assert freed is not None and (freed.status, freed.running_step_id) == ("waiting_for_input", None)
-    assert store.get_task("t3", owner=None) == task("t3")
-    assert store.fail_running_steps("again") == 0
-    # Freed, the task can run its next step.
-    assert store.claim_task("t1", owner=None, step=step("t1-s2", "t1"), from_states=RESUMABLE) is not None
-
-
-def test_a_step_failed_by_recovery_is_not_finished_later(store: TaskStore) -> None:
-    store.create_task(task())
-    claimed = store.claim_task("t1", owner="alice", step=step(), from_states=RESUMABLE)
-    running = store.get_step("t1", "s1")
-    assert claimed is not None and running is not None
-    store.fail_running_steps("the service restarted")
-    late = finished(running, at=T0 + timedelta(seconds=9), output="late")
-    assert store.finish_step(late, replace(claimed, status="completed", outcome="completed")) is False
-    failed = store.get_step("t1", "s1")
-    assert failed is not None and failed.status == "failed"
-    freed = store.get_task("t1", owner=None)
-    assert freed is not None and freed.status == "waiting_for_input"
-
-
 # Actions
 
 
-def test_an_action_is_decided_once(store: TaskStore) -> None:
-    store.create_task(task())
-    store.claim_task("t1", owner=None, step=step(), from_states=RESUMABLE)
-    store.add_action(action("a1", at=T0 + timedelta(seconds=1)))
+def decision(status: str, *, step_id: str, **extra: object) -> Decision:
+    choice = {"approved": "approve", "rejected": "reject", "edited": "edit"}[status]
+    return Decision(task_id="t1", action_id="a1", key="journal/a1", status=status, choice=choice, step_id=step_id,
+                    **extra)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_an_action_is_decided_once_with_the_segment_that_goes_on_with_it(store: TaskStore) -> None:
+    store.create_task(replace(task(), status="waiting_for_input"))
+    assert store.add_action(action("a1", at=T0 + timedelta(seconds=1)))
+    assert not store.add_action(action("a1", at=T0 + timedelta(seconds=1)))  # proposed again by a worker taking over
     assert store.pending_action("t1") == action("a1", at=T0 + timedelta(seconds=1))
 
     edited = {"to": "oncall@example.com", "body": "edited"}
-    assert store.decide_action("a1", status="edited", step_id="s2", reason="wrong team", edited_arguments=edited)
-    assert not store.decide_action("a1", status="rejected", step_id="s3", reason=None, edited_arguments=None)
-    assert not store.decide_action("nope", status="approved", step_id="s3", reason=None, edited_arguments=None)
-
+    queue = Queue()
+    chosen = decision("edited", step_id="s2", reason="wrong team", edited_arguments=edited)
+    assert submit(store, queue, decision=chosen) is not None
+    assert store.journal("t1")["journal/a1"] == {"decision": "edit", "reason": "wrong team", "arguments": edited}
+    # A second decision on it loses, and changes nothing, its segment included.
+    store.set_task_status("t1", from_states=("queued",), task=replace(task(), status="waiting_for_input"))
+    with pytest.raises(DecisionConflict):
+        submit(store, queue, segment=2, decision=decision("rejected", step_id="s3"))
+    assert queue.segments == [("t1", 1, "queued")]
     assert store.pending_action("t1") is None
     assert store.list_actions("t1") == [
         replace(

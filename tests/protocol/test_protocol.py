@@ -471,7 +471,7 @@ def test_tasks_run_the_same_over_postgresql(library: LibraryRepo, tmp_path: Path
         service.close()
 
 
-def test_a_replica_that_starts_leaves_the_steps_of_live_ones_alone(library: LibraryRepo, tmp_path: Path) -> None:
+def test_a_server_that_starts_leaves_the_steps_of_live_workers_alone(library: LibraryRepo, tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'shared.db'}"
     first = Service(library, tmp_path / "a", [{"content": "slow", "delay": 1.0}], agents_database_url=database)
     try:
@@ -482,7 +482,8 @@ def test_a_replica_that_starts_leaves_the_steps_of_live_ones_alone(library: Libr
         )
         running.start()
         time.sleep(0.3)
-        second = Service(library, tmp_path / "b", [], agents_database_url=database)  # recovers on start
+        # A server with no worker of its own (DBOS runs one per process).
+        second = Service(library, tmp_path / "b", [], agents_database_url=database, agents_worker=False)
         second.close()
         running.join()
         steps = first.http().get(f"/ap/v1/agent/tasks/{task}/steps").get_json()["steps"]

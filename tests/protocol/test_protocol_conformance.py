@@ -102,13 +102,27 @@ LINKED_CONFIG = SchemathesisConfig.from_dict(
     }
 )
 
+# DBOS's queue threads draw from the global random module (their polling
+# jitter) while Hypothesis generates a case, which it takes for a strategy
+# using random: they share the process, not the strategy.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
+)
+
+# Each scenario on a fresh service, whose DBOS worker takes ~2 s to launch
+# and stop: 30 scenarios of up to 10 linked calls each.
 STATEFUL = hypothesis.settings(
-    max_examples=80,
+    max_examples=30,
     stateful_step_count=10,
     derandomize=True,
     database=None,
     deadline=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.filter_too_much],
+    suppress_health_check=[
+        hypothesis.HealthCheck.too_slow,
+        hypothesis.HealthCheck.filter_too_much,
+        # One service for every example of a test, on purpose (made per test, not per module).
+        hypothesis.HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
@@ -134,7 +148,9 @@ def new_service(library: LibraryRepo, tmp_path_factory: pytest.TempPathFactory) 
     return make
 
 
-@pytest.fixture(scope="module")
+# Per test, not per module: a process runs one DBOS worker, so a test that
+# makes services of its own must not find this one still open.
+@pytest.fixture
 def service(new_service: Callable[[], Service]) -> Iterator[Service]:
     made = new_service()
     yield made
@@ -163,6 +179,7 @@ def test_the_document_checked_is_the_one_served(service: Service) -> None:
 
 
 @schema.parametrize()
+@hypothesis.settings(suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
 def test_every_operation_answers_generated_requests_as_the_document_says(case: Case[Any], service: Service) -> None:
     if case.path_parameters and "task_id" in case.path_parameters:
         # Any string is a valid task_id, and hardly any names a task: the
@@ -190,10 +207,9 @@ class Dispatcher:
         return answer
 
 
-def test_sequences_of_linked_operations_answer_as_the_document_says(
-    service: Service, new_service: Callable[[], Service]
-) -> None:
-    dispatcher = Dispatcher(service)
+def test_sequences_of_linked_operations_answer_as_the_document_says(new_service: Callable[[], Service]) -> None:
+    make = new_service
+    dispatcher = Dispatcher(make())
     linked = schemathesis.openapi.from_wsgi(OPENAPI, dispatcher, config=LINKED_CONFIG)
 
     class EachScenarioOnAFreshService(linked.as_state_machine()):  # type: ignore[misc]  # a class made at run time
@@ -201,9 +217,10 @@ def test_sequences_of_linked_operations_answer_as_the_document_says(
         one replays, and shrinks, the same way every time."""
 
         def setup(self) -> None:
-            dispatcher.service = new_service()
-
-        def teardown(self) -> None:
             dispatcher.service.close()
+            dispatcher.service = make()
 
-    EachScenarioOnAFreshService.run(settings=STATEFUL)
+    try:
+        EachScenarioOnAFreshService.run(settings=STATEFUL)
+    finally:
+        dispatcher.service.close()

@@ -29,6 +29,8 @@ def documented() -> list[tuple[str, ...]]:
         heading = re.fullmatch(r"### (Task|Step|Action|Artifact)", line)
         if heading:
             entity = heading.group(1).lower()
+        elif line.startswith("#"):
+            entity = None  # another section: its tables are not state tables
         elif entity and line.startswith("| `"):
             cells = [cell.strip().strip("`") for cell in line.strip("|").split("|")]
             rows.append((entity, *cells))

@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,17 @@ class PostgresServer:
         ) as db:
             db.execute(f'CREATE DATABASE "{name}"'.encode())
         return self.url(name)
+
+    def restart(self, *, down_seconds: float = 0.0) -> None:
+        """Stop the server (a fast shutdown: every client's connection is
+        closed) and start it again on the same port with its databases,
+        after ``down_seconds`` without a server."""
+        if self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "20", "stop").returncode != 0:
+            raise PostgresUnavailable(f"PostgreSQL did not stop: {self._log_tail()}")
+        self.pid = None
+        time.sleep(down_seconds)
+        if not self._start_on_port():
+            raise PostgresUnavailable(f"PostgreSQL did not start again on port {self.port}: {self._log_tail()}")
 
     def stop(self) -> None:
         """Stop the server (a fast shutdown, else SIGKILL to its PID) and remove its directory."""

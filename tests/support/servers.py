@@ -64,7 +64,9 @@ class RegistryProcess:
         self._chunks = []
         self._reader = threading.Thread(target=self._drain, args=(self._process,), daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + 30
+        # A server starts in a few seconds; a machine loaded by a whole test
+        # run (imports of DBOS, the A2A SDK and uvicorn in every worker) may take longer.
+        deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(self.base + "/healthz", timeout=1).close()

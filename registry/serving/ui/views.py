@@ -83,6 +83,7 @@ _PAGE_PARAMETERS = {
     "ui.render": {"release"},
     "ui.diff": {"from", "to"},
     "ui.task_list": {"page"},
+    "ui.task_events": {"after"},
     "ui.login": {"next"},
     "ui.static": {"v"},
     "ui.unknown_page": set(),
@@ -471,6 +472,19 @@ def task_list() -> str:
 def task(task_id: str) -> str:
     client = tasks.client(current_app, security.signed_in_token())
     return render_template("task.html", **client.task_view(task_id))
+
+
+@bp.get("/tasks/<task_id>/events")
+def task_events(task_id: str) -> Response:
+    """The task's live events, relayed from the service with the user's token
+    for the task page's ``EventSource`` (static/task.js)."""
+    client = tasks.client(current_app, security.signed_in_token())
+    stream = client.events(task_id, last_event_id=request.headers.get("Last-Event-ID"), after=request.args.get("after"))
+    if stream is None:
+        return Response(status=204)  # the task is over: the page's EventSource stops
+    response = Response(stream, mimetype="text/event-stream")
+    response.headers["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the events back
+    return response
 
 
 @bp.post("/tasks/<task_id>/steps")

@@ -1,0 +1,287 @@
+"""One step of a task, as a worker runs it: what the run engine calls.
+
+``StepRunner.advance`` is the ``registry.runs.Advance`` of this service:
+DBOS calls it for each step of a segment, records what it returns, and
+never calls it again for that step once recorded. A worker that dies in it
+leaves the step ``running``; the worker that takes the segment over calls
+it again, takes the step over (``TaskStore.begin_step``), and the journal
+replays what the first one recorded: model replies are not asked again,
+and a tool call it had started is reported to the model as interrupted.
+
+Every state it changes is appended to the task's event log, and the run's
+text, tool calls and results as they happen (``registry.protocol.tasklog``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from registry.client import Agent, RegistryClient
+from registry.errors import RegistryError
+from registry.executor import Executor
+from registry.executor.executor import StepResult
+from registry.executor.journal import PendingAction
+from registry.protocol.outputs import action_json, failed_model_call, step_output
+from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.protocol.requests import content_type as checked_content_type
+from registry.protocol.requests import file_name as checked_file_name
+from registry.protocol.states import TASK_FINISHED, transition
+from registry.protocol.store import TaskStore
+from registry.protocol.tasklog import TaskLog
+from registry.runs.engine import Next, while_the_database_is_away
+
+log = logging.getLogger("registry.protocol")
+
+ANSWER_FILE = "answer.md"
+RETRIES = 3
+"""Times a background task's failed model call is tried again before the task fails."""
+
+
+def step_id_of(task_id: str, segment: int, index: int, attempt: int = 0) -> str:
+    """The id of step ``index`` of segment ``segment``: the same in every
+    worker that runs it, so that one taking it over finds it. A step tried
+    again after its model call failed (``attempt``) is a step of its own:
+    under the failed step's id it would find that step over, and never run."""
+    tried = f":{attempt}" if attempt else ""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"prompt-registry:task:{task_id}:{segment}:{index}{tried}"))
+
+
+class _StoreJournal:
+    """A task's journal: loaded once per step, each event written through
+    to the store (and so durable) as it is recorded."""
+
+    def __init__(self, store: TaskStore, task_id: str) -> None:
+        self._store = store
+        self._task_id = task_id
+        self._events = store.journal(task_id)
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        return self._events.get(key)
+
+    def record(self, key: str, event: Mapping[str, Any]) -> None:
+        # Durable when it returns, or not at all: an error here would end
+        # the run as failed (the executor's own failures do), not the step.
+        while_the_database_is_away(
+            lambda: self._store.record_event(self._task_id, key, event), f"the journal of task {self._task_id}"
+        )
+        self._events[key] = dict(event)
+
+
+class StepRunner:
+    """Runs a task's steps on a worker: fetches its pinned agent, advances
+    the run one step from its journal, and writes what the step did."""
+
+    def __init__(
+        self, store: TaskStore, executor: Executor, registry: RegistryClient, *, max_artifact_bytes: int
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.registry = registry
+        self.max_artifact_bytes = max_artifact_bytes
+        self.log = TaskLog(store)
+
+    def advance(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
+        task = self.store.get_task(task_id, owner=None)
+        if task is None or task.status in TASK_FINISHED:
+            return Next.STOP
+        planned = StepRecord(
+            step_id=step_id_of(task_id, segment, index, attempt),
+            task_id=task_id,
+            number=0,
+            status=transition("step", "(new)", "start").target,
+            created_at=_now(),
+        )
+        begun = self.store.begin_step(planned, worker=worker, at=_now())
+        if begun is None:
+            return Next.STOP  # cancelled before this step started
+        task, step = begun
+        if step.status != "running":  # its worker finished it, then died before DBOS recorded it
+            return self._after(task, step)
+        self.log.step_started(task, step)
+        finished = self._run(task, step, attempt)
+        return self._after(self.store.get_task(task_id, owner=None) or task, finished)
+
+    def abandon(self, task_id: str, segment: int, index: int, attempt: int, reason: str) -> None:
+        """The step raised on every try: it ends failed, and so does a
+        background task; a stepped task waits for its next step."""
+        log.error("step %d of segment %d of task %s: %s", index, segment, task_id, reason)
+        task = self.store.get_task(task_id, owner=None)
+        step = self.store.get_step(task_id, step_id_of(task_id, segment, index, attempt))
+        if task is None or step is None or step.status not in ("created", "running"):
+            return
+        if task.status == "queued":  # it never began: the task is freed as begin_step would have
+            begun = self.store.begin_step(step, worker=step.worker or "", at=_now())
+            if begun is None:
+                return
+            task, step = begun
+        self._failed(task, step, "an internal error of the service stopped the step; it has been logged",
+                     attempt=RETRIES)  # fmt: skip
+
+    def _after(self, task: TaskRecord, step: StepRecord) -> Next:
+        """Whether the segment goes on after ``step``."""
+        if task.status != "running" or task.mode != "background" or step.is_last:
+            return Next.STOP
+        if step.status == "failed":
+            return Next.RETRY
+        return Next.CONTINUE
+
+    def _run(self, task: TaskRecord, step: StepRecord, attempt: int) -> StepRecord:
+        journal = _StoreJournal(self.store, task.task_id)  # the database away: the engine tries the step again
+        try:
+            with self.log.sink(task.task_id, step.step_id) as sink:
+                result = self.executor.step(self._pinned(task), task.inputs, journal=journal, sink=sink)
+        except RegistryError as exc:
+            # The registry could not give the pinned agent: the step fails,
+            # and the task can try again.
+            log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, exc)
+            return self._failed(task, step, str(exc), attempt=attempt)
+        failed_call = failed_model_call(result)
+        if failed_call is not None:
+            # Nothing was journaled for the call: the next step makes it again,
+            # and replays everything before it.
+            log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, failed_call)
+            return self._failed(
+                task, step, failed_call, attempt=attempt, additional=step_output(task, result.run_trace)
+            )
+        return self._finish(task, step, result)
+
+    def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult) -> StepRecord:
+        trace = result.run_trace
+        additional = step_output(task, trace)
+        now = _now()
+        if result.action is not None:
+            additional["action"] = self._propose(task, step, result.action)
+        finished_task = replace(task, running_step_id=None, updated_at=now)
+        if result.is_last and result.result is not None:
+            run = result.result
+            additional["outcome"] = run.outcome
+            if run.error:
+                additional["error"] = run.error
+            if run.warnings:
+                # Parallel branches whose replies did not fit their schema.
+                additional["warnings"] = list(run.warnings)
+            event = "complete" if run.outcome in ("completed", "blocked") else "fail"
+            finished_task = replace(
+                finished_task,
+                status=transition("task", "running", event).target,
+                outcome=run.outcome,
+                output=run.output,
+                error=run.error,
+            )
+            if run.output:
+                self._agent_artifact(
+                    task, step, ANSWER_FILE, run.output.encode("utf-8"), "text/markdown; charset=utf-8"
+                )
+        elif task.mode != "background" or result.action is not None:
+            finished_task = replace(finished_task, status=transition("task", "running", "pause").target)
+        for span in trace.spans("execute_tool"):
+            if not span.attributes.get("registry.replayed"):
+                self._tool_file(task, step, span.attributes.get("registry.tool.output"))
+        finished = replace(
+            step,
+            status=transition("step", "running", "finish").target,
+            output=result.output,
+            additional_output=additional,
+            is_last=result.is_last,
+            finished_at=now,
+        )
+        return self._store_finished(task, finished, finished_task)
+
+    def _propose(self, task: TaskRecord, step: StepRecord, proposed: PendingAction) -> dict[str, Any]:
+        action = ActionRecord(
+            action_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{step.step_id}:{proposed.key}")),
+            task_id=task.task_id,
+            step_id=step.step_id,
+            key=proposed.key,
+            agent=proposed.agent,
+            tool=proposed.tool,
+            arguments=proposed.arguments,
+            thought=proposed.thought,
+            status=transition("action", "(new)", "propose").target,
+            created_at=_now(),
+        )
+        if self.store.add_action(action):
+            self.log.action(action)
+        return action_json(action)
+
+    def _failed(
+        self,
+        task: TaskRecord,
+        step: StepRecord,
+        reason: str,
+        *,
+        attempt: int,
+        additional: Mapping[str, Any] | None = None,
+    ) -> StepRecord:
+        """The step fails. A stepped task waits for the next step, which goes
+        on from what the journal holds; a background task is tried again by
+        its segment, or fails after ``RETRIES`` more tries."""
+        now = _now()
+        waiting = replace(task, running_step_id=None, updated_at=now)
+        if task.mode != "background":
+            waiting = replace(waiting, status=transition("task", "running", "interrupt").target)
+            reason = f"{reason}; the task can go on: post a new step to try the call again"
+        elif attempt >= RETRIES:
+            waiting = replace(
+                waiting, status=transition("task", "running", "fail").target, outcome="failed", error=reason
+            )
+        failed = replace(
+            step,
+            status=transition("step", "running", "fail").target,
+            additional_output={**(additional or {}), "state": "failed", "error": reason},
+            finished_at=now,
+        )
+        return self._store_finished(task, failed, waiting)
+
+    def _store_finished(self, task: TaskRecord, finished: StepRecord, finished_task: TaskRecord) -> StepRecord:
+        if self.store.finish_step(finished, finished_task):
+            self.log.step_finished(finished, finished_task)
+        else:  # cancelled meanwhile: the step is written, the task keeps its state
+            self.log.step_ended_after_cancel(finished)
+        return finished
+
+    def _tool_file(self, task: TaskRecord, step: StepRecord, output: Any) -> None:
+        """A tool's output that is a file (``{"artifact": {"file_name", "content",
+        "content_type"?}}``) becomes an artifact of the step."""
+        if not isinstance(output, str) or not output.startswith('{"artifact"'):
+            return
+        try:
+            artifact = json.loads(output)["artifact"]
+            name = checked_file_name(str(artifact["file_name"]))
+            content = str(artifact["content"]).encode("utf-8")
+        except (ValueError, KeyError, TypeError, RegistryError):
+            return  # not a file after all: the output stays an observation only
+        if len(content) <= self.max_artifact_bytes:
+            self._agent_artifact(task, step, name, content, checked_content_type(artifact.get("content_type"), name))
+
+    def _agent_artifact(self, task: TaskRecord, step: StepRecord, name: str, data: bytes, content_type: str) -> None:
+        transition("artifact", "(new)", "produce")
+        artifact = ArtifactRecord(
+            artifact_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{step.step_id}:artifact:{name}")),
+            task_id=task.task_id,
+            agent_created=True,
+            file_name=name,
+            relative_path=None,
+            content_type=content_type,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            created_at=_now(),
+            step_id=step.step_id,
+        )
+        if self.store.add_artifact(artifact, data):
+            self.log.artifact(artifact)
+
+    def _pinned(self, task: TaskRecord) -> Agent:
+        usecase, _, name = task.agent.partition("/")
+        return self.registry.get(usecase, name, release=task.release_tag)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

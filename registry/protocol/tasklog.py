@@ -1,0 +1,242 @@
+"""Writing a task's event log: what live subscribers are sent
+(``registry.protocol.events`` names the kinds and their data).
+
+- ``TaskLog``: the entries the service appends where it changes a task (a
+  step starts or ends, an action is proposed or decided, an artifact is
+  stored, the task is created or cancelled), one call per place. The
+  entries of one change are appended in one transaction, so a reader sees
+  a finished task's ``state`` and ``outcome`` together.
+- ``EventLogSink``: a step's run events as they happen (the executor's
+  ``sink``), written as ``text``, ``tool_call`` and ``tool_result``
+  entries by a thread of its own, so that the executor's event loop never
+  waits for the database. The answer's text arrives a few characters at a
+  time; its first piece is written at once, and the pieces after it are
+  joined into one entry until ``flush_chars`` characters or
+  ``flush_seconds`` have gathered, so that a long answer is tens of rows,
+  not thousands.
+
+Appending is best effort: the log is for watching a task, not its record.
+A database failure is logged and the entry lost; the step goes on, and
+what it did is still in its step, action and artifact rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from registry.errors import RegistryError
+from registry.executor.events import Event, TextEvent, ToolCallEvent, ToolResultEvent
+from registry.protocol import events
+from registry.protocol.outputs import action_json
+from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.protocol.states import TASK_FINISHED
+from registry.protocol.store import TaskStore
+
+log = logging.getLogger("registry.protocol")
+
+FLUSH_SECONDS = 0.05
+"""How long the answer's text gathers before it is written."""
+FLUSH_CHARS = 4096
+"""How much of it gathers at most before it is written."""
+
+Entry = tuple[str, Mapping[str, Any]]
+
+
+class TaskLog:
+    """The entries the service appends to a task's log where it changes the task."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self._store = store
+
+    def created(self, task: TaskRecord) -> None:
+        self._append(task.task_id, [_state(task.status)])
+
+    def step_started(self, task: TaskRecord, step: StepRecord) -> None:
+        """``task`` is running ``step`` now (as the claim left them)."""
+        self._append(task.task_id, [_state(task.status), (events.STEP, _step(step))])
+
+    def sink(self, task_id: str, step_id: str) -> EventLogSink:
+        """Where the run's events of this step go; close it once the step ends."""
+        return EventLogSink(self._store, task_id, step_id)
+
+    def action(self, action: ActionRecord) -> None:
+        """``action`` was proposed, or decided."""
+        self._append(action.task_id, [(events.ACTION, action_json(action))])
+
+    def artifact(self, artifact: ArtifactRecord) -> None:
+        data = {
+            "artifact_id": artifact.artifact_id,
+            "file_name": artifact.file_name,
+            "agent_created": artifact.agent_created,
+            "size": artifact.size,
+            "step_id": artifact.step_id,
+        }
+        self._append(artifact.task_id, [(events.ARTIFACT, data)])
+
+    def step_finished(self, step: StepRecord, task: TaskRecord) -> None:
+        """``step`` ended, leaving ``task`` so: the step, the task's state and,
+        when the run is over, its outcome (the task's last entry)."""
+        additional = step.additional_output or {}
+        entries: list[Entry] = [
+            (events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")}),
+            _state(task.status, additional.get("error") if step.status == "failed" else None),
+        ]
+        if task.status in TASK_FINISHED and task.outcome is not None:
+            entries.append((events.OUTCOME, {"outcome": task.outcome, "output": task.output, "error": task.error}))
+        self._append(task.task_id, entries)
+
+    def step_ended_after_cancel(self, step: StepRecord) -> None:
+        """``step`` ended after its task was cancelled: the step alone (the
+        cancel logged the task's last state)."""
+        additional = step.additional_output or {}
+        self._append(
+            step.task_id, [(events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")})]
+        )
+
+    def state(self, task: TaskRecord, reason: str | None = None) -> None:
+        """The task is in a new state (a cancel, say)."""
+        self._append(task.task_id, [_state(task.status, reason)])
+
+    def _append(self, task_id: str, entries: Sequence[Entry]) -> None:
+        try:
+            self._store.append_events(task_id, entries)
+        except RegistryError as exc:
+            log.warning("could not append %s to the event log of task %s: %s", _kinds(entries), task_id, exc)
+
+
+class EventLogSink:
+    """A step's run events into its task's log (``Executor.step(sink=...)``):
+    ``put`` hands an event over at once; a thread writes it. ``close`` writes
+    what is left and waits until it is written."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        task_id: str,
+        step_id: str,
+        *,
+        flush_seconds: float = FLUSH_SECONDS,
+        flush_chars: int = FLUSH_CHARS,
+    ) -> None:
+        self._store = store
+        self.task_id = task_id
+        self.step_id = step_id
+        self._flush_seconds = flush_seconds
+        self._flush_chars = flush_chars
+        self._events: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+        self._wrote_text = False
+        self._call_ids: dict[int, str | None] = {}
+        """A tool call's id by its span, for its result (whose event has none)."""
+        self._thread = threading.Thread(target=self._write, name=f"event-log-{step_id[:8]}", daemon=True)
+        self._thread.start()
+
+    def put(self, event: Event) -> None:
+        self._events.put(event)
+
+    def close(self) -> None:
+        self._events.put(None)
+        self._thread.join()
+
+    def __enter__(self) -> EventLogSink:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _write(self) -> None:
+        text = _Text()
+        while True:
+            wait = None if text.empty else max(0.0, text.since + self._flush_seconds - time.monotonic())
+            try:
+                event = self._events.get(timeout=wait)
+            except queue.Empty:
+                self._flush(text)
+                continue
+            if event is None:
+                self._flush(text)
+                return
+            if isinstance(event, TextEvent):
+                if not text.empty and text.agent != event.agent:
+                    self._flush(text)
+                text.add(event)
+                # The first piece goes at once (a subscriber sees the answer
+                # start as soon as it can); the rest gather.
+                if text.size >= self._flush_chars or not self._wrote_text:
+                    self._flush(text)
+                continue
+            entry = self._entry(event)
+            if entry is not None:
+                # In the order things happened: the text before the call first.
+                self._flush(text)
+                self._append([entry])
+
+    def _entry(self, event: Event) -> Entry | None:
+        if isinstance(event, ToolCallEvent):
+            self._call_ids[event.span_id] = event.call_id
+            data = {"agent": event.agent, "tool": event.tool, "call_id": event.call_id, "arguments": event.arguments}
+            return events.TOOL_CALL, {"step_id": self.step_id, **data}
+        if isinstance(event, ToolResultEvent):
+            failed = event.status != "ok"
+            return events.TOOL_RESULT, {
+                "step_id": self.step_id,
+                "agent": event.agent,
+                "tool": event.tool,
+                "call_id": self._call_ids.pop(event.span_id, None),
+                "status": event.status,
+                "output": event.output,
+                "error": event.status if failed else None,
+            }
+        return None  # parses, gates and spans stay in the step's trace
+
+    def _flush(self, text: _Text) -> None:
+        if not text.empty:
+            self._wrote_text = True
+            self._append([(events.TEXT, {"step_id": self.step_id, "agent": text.agent, "delta": text.take()})])
+
+    def _append(self, entries: Sequence[Entry]) -> None:
+        try:
+            self._store.append_events(self.task_id, entries)
+        except RegistryError as exc:
+            log.warning("could not append %s to the event log of task %s: %s", _kinds(entries), self.task_id, exc)
+
+
+class _Text:
+    """The answer's text gathered since the last write, of one agent."""
+
+    def __init__(self) -> None:
+        self.agent = ""
+        self.since = 0.0
+        self.size = 0
+        self._pieces: list[str] = []
+
+    @property
+    def empty(self) -> bool:
+        return not self._pieces
+
+    def add(self, event: TextEvent) -> None:
+        if not self._pieces:
+            self.agent, self.since = event.agent, time.monotonic()
+        self._pieces.append(event.text)
+        self.size += len(event.text)
+
+    def take(self) -> str:
+        joined = "".join(self._pieces)
+        self._pieces, self.size = [], 0
+        return joined
+
+
+def _state(status: str, reason: str | None = None) -> Entry:
+    return events.STATE, {"status": status, "reason": reason}
+
+
+def _step(step: StepRecord) -> dict[str, Any]:
+    return {"step_id": step.step_id, "number": step.number, "status": step.status, "worker": step.worker}
+
+
+def _kinds(entries: Sequence[Entry]) -> str:
+    return ", ".join(kind for kind, _ in entries)
