@@ -12,6 +12,7 @@ connections and their locks again, and that no task is lost or run twice.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -24,20 +25,30 @@ from tests.support.agent_workers import (
     create_task,
     pipeline_inputs,
     rig,
+    step_workers,
     steps_of,
+    task_events,
     wait_for_status,
     wait_until,
 )
 from tests.support.postgres_server import PostgresServer, PostgresUnavailable
 from tests.support.run_scenarios import (
     FINISHED,
-    HUNDRED_TASKS_REPLIES,
     KILLED_IN_MODEL_CALL_REPLIES,
     a_worker_killed_in_a_model_call_hands_its_task_over,
-    hundred_tasks_complete_once,
 )
 
 pytestmark = pytest.mark.postgres
+
+HUNDRED = 100
+FIRST_OF_A_HUNDRED = 3000
+TOOL_PIPELINE = 3000
+"""What every one of the hundred tasks asks ``list_jobs`` for: their replies are the same."""
+HUNDRED_TASKS_REPLIES: list[dict[str, Any]] = [
+    {"when": "^Pipeline 3\\d{3} failed", "content": act("list_jobs", pipeline_id=TOOL_PIPELINE), "repeat": True},
+    {"when": f'"pipeline": {TOOL_PIPELINE}\\b', "content": answer("done"), "repeat": True},
+]
+"""Replies for pipelines 3000 to 3999: a tool call, then the answer."""
 
 UNDER_RESTART = range(4000, 4040)
 RESTART_TOOL_PIPELINE = 4000
@@ -79,7 +90,26 @@ def runs(shared_rig: Rig) -> Rig:
 
 
 def test_a_hundred_background_tasks_over_two_workers_all_complete_each_exactly_once(runs: Rig) -> None:
-    hundred_tasks_complete_once(runs)
+    """Create ``HUNDRED`` background tasks at once; each completes, with two
+    steps, two model calls and one tool call, and the two workers share them."""
+    pipelines = range(FIRST_OF_A_HUNDRED, FIRST_OF_A_HUNDRED + HUNDRED)
+    before = sum(1 for c in runs.tool_calls() if c.argument == TOOL_PIPELINE)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        created = list(pool.map(lambda p: create_task(runs.front.base, pipeline_inputs(p)), pipelines))
+    task_ids = [task["task_id"] for task in created]
+    for task_id in task_ids:
+        done = wait_for_status(runs.front.base, task_id, FINISHED)
+        assert (done["status"], done["output"]) == ("completed", "done"), done
+    for pipeline, task_id in zip(pipelines, task_ids, strict=True):
+        steps = steps_of(runs.front.base, task_id)
+        assert [(s["additional_output"]["state"], s["is_last"]) for s in steps] == [
+            ("completed", False),
+            ("completed", True),
+        ], steps
+        assert len(runs.model_calls(pipeline)) == 2, pipeline
+    assert sum(1 for c in runs.tool_calls() if c.argument == TOOL_PIPELINE) - before == HUNDRED
+    ran = {worker for _, _, worker in step_workers(task_events(runs.database_url, *task_ids))}
+    assert ran == {worker.worker_id for worker in runs.workers}
 
 
 def test_postgres_restarted_under_load_loses_no_task_and_runs_none_twice(runs: Rig, postgres: PostgresServer) -> None:

@@ -8,7 +8,10 @@ call; decisions, cancels and other owners' requests race the workers.
 One rig serves the module (its processes take seconds to start); each test
 names its own pipelines, so that the model's replies and the tools' calls
 of one test are never another's, and starts a worker again where a test
-before it killed one. The PostgreSQL tests are in test_runs_postgres.py.
+before it killed one. The PostgreSQL tests are in test_runs_postgres.py, a
+hundred tasks at once among them: on SQLite, two workers at full
+concurrency on a loaded machine can hold the write lock from a request for
+longer than SQLite's busy timeout (the request answers 503).
 """
 
 from __future__ import annotations
@@ -45,10 +48,8 @@ from tests.support.agent_workers import (
 )
 from tests.support.run_scenarios import (
     FINISHED,
-    HUNDRED_TASKS_REPLIES,
     KILLED_IN_MODEL_CALL_REPLIES,
     a_worker_killed_in_a_model_call_hands_its_task_over,
-    hundred_tasks_complete_once,
 )
 
 TOKEN_A = "token-a-0123456789abcdef"
@@ -80,7 +81,6 @@ REPLIES: list[dict[str, Any]] = [
     {"when": f"job {OTHER_OWNER}: out of memory", "content": answer("out of memory")},
     # One step, the last, which a cancel races.
     {"when": "^Pipeline 6\\d\\d failed", "content": answer("finished"), "delay": CANCEL_STEP_SECONDS, "repeat": True},
-    *HUNDRED_TASKS_REPLIES,
 ]
 
 
@@ -267,52 +267,36 @@ def _assert_ended_one_way(runs: Rig, task_id: str, *, cancelled: bool) -> None:
         assert (step["is_last"], step["output"], step["additional_output"]["state"]) == (True, "finished", "completed")
 
 
-def test_a_hundred_background_tasks_over_two_workers_all_complete_each_exactly_once(runs: Rig) -> None:
-    hundred_tasks_complete_once(runs, token=TOKEN_A)
-
-
-def test_a_task_given_to_a_server_before_any_worker_started_waits_queued_and_runs_when_one_starts(
+def test_a_tasks_db_of_revision_0002_migrates_when_a_server_starts_and_its_tasks_run_once_a_worker_does(
     tmp_path: Path,
 ) -> None:
     repository = build_example_repository(tmp_path / "library")
-    (tmp_path / "script.yml").write_text("- content: 'Open Settings, then Profile.'\n", encoding="utf-8")
-    options = ["--repo", str(repository), "--database-url", f"sqlite:///{tmp_path / 'tasks.db'}"]
-    options += ["--model", "scripted:script.yml"]
+    database = tmp_path / "tasks.db"
+    task_id, step_id = _old_database_with_a_running_step(f"sqlite:///{database}", repository)
+    (tmp_path / "script.yml").write_text(
+        "- content: 'Open Settings, then Profile.'\n  repeat: true\n", encoding="utf-8"
+    )
+    options = ["--repo", str(repository), "--database-url", f"sqlite:///{database}", "--model", "scripted:script.yml"]
     with fleet(tmp_path / "logs", cwd=tmp_path) as made:
+        # A server alone first: no worker has ever run on this database.
         front = made.server("--no-worker", *options)
         made.start(front)
-        status, task = call(front.base, "POST", "/ap/v1/agent/tasks", {
-            "input": "How do I change my e-mail address?",
-            "additional_input": {"agent": "support/draft_answer", "mode": "background"},
-        })  # fmt: skip
-        assert (status, task["status"]) == (200, "queued"), task
-        assert call(front.base, "GET", f"/ap/v1/agent/tasks/{task['task_id']}")[1]["status"] == "queued"
-        made.start(made.worker(*options))
-        done = wait_for_status(front.base, task["task_id"], FINISHED)
-        assert (done["status"], done["output"]) == ("completed", "Open Settings, then Profile."), done
-
-
-def test_a_tasks_db_of_revision_0002_with_a_step_left_running_migrates_when_the_service_starts(
-    tmp_path: Path,
-) -> None:
-    repository = build_example_repository(tmp_path / "library")
-    data = tmp_path / "data"
-    data.mkdir()
-    database = data / "tasks.db"
-    task_id, step_id = _old_database_with_a_running_step(f"sqlite:///{database}", repository)
-    (tmp_path / "script.yml").write_text("- content: 'Open Settings, then Profile.'\n", encoding="utf-8")
-    options = ["--repo", str(repository), "--data-dir", str(data), "--model", "scripted:script.yml"]
-    with fleet(tmp_path / "logs", cwd=tmp_path) as made:
-        server = made.server(*options)
-        made.start(server)
-        task = call(server.base, "GET", f"/ap/v1/agent/tasks/{task_id}")[1]
+        task = call(front.base, "GET", f"/ap/v1/agent/tasks/{task_id}")[1]
         assert (task["status"], task["steps"]) == ("waiting_for_input", 1)
-        [interrupted] = steps_of(server.base, task_id)
+        [interrupted] = steps_of(front.base, task_id)
         assert interrupted["step_id"] == step_id
         assert interrupted["additional_output"]["state"] == "failed"
         assert "upgraded while this step ran" in interrupted["additional_output"]["error"]
+        status, queued = call(front.base, "POST", "/ap/v1/agent/tasks", {
+            "input": "How do I change my e-mail address?",
+            "additional_input": {"agent": "support/draft_answer", "mode": "background"},
+        })  # fmt: skip
+        assert (status, queued["status"]) == (200, "queued"), queued
 
-        status, step = call(server.base, "POST", f"/ap/v1/agent/tasks/{task_id}/steps", {})
+        made.start(made.worker(*options))
+        done = wait_for_status(front.base, queued["task_id"], FINISHED)
+        assert (done["status"], done["output"]) == ("completed", "Open Settings, then Profile."), done
+        status, step = call(front.base, "POST", f"/ap/v1/agent/tasks/{task_id}/steps", {})
         assert status == 200, step
         assert (step["is_last"], step["output"], step["number"]) == (True, "Open Settings, then Profile.", 2)
     with create_engine(f"sqlite:///{database}").connect() as db:
