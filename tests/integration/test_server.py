@@ -13,7 +13,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 
-import psutil
 import pytest
 
 from registry.settings import BUNDLED_LIBRARY
@@ -40,14 +39,6 @@ def _eventually(condition: Callable[[], bool], *, within: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def _master(port: int) -> psutil.Process:
-    """The gunicorn master: this test's child serving ``port``."""
-    for child in psutil.Process().children():
-        if str(port) in child.cmdline():
-            return child
-    raise AssertionError(f"no server process on port {port}")
-
-
 def test_a_kept_alive_connection_is_closed_after_its_share_of_requests() -> None:
     with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=_quiet_environment()) as server:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
@@ -71,7 +62,7 @@ def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
     with RegistryProcess(
         "--worktree", str(BUNDLED_LIBRARY), "--workers", "2", "--threads", "4", env=_quiet_environment()
     ) as server:
-        master = _master(server.port)
+        master = server.master()
         _eventually(lambda: len(live_workers(master)) == 2)
         with keep_alive_load(server.port, "/v1/releases", clients=4) as answered:
             _eventually(lambda: sum(established_connections(w, server.port) for w in live_workers(master)) == 4)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
-import psutil
 import pytest
 
 from tests.support.ports import free_port
@@ -51,13 +50,6 @@ def step(agents: RegistryProcess, task: str, **additional: str) -> None:
     assert answer.status_code == 200, answer.text
 
 
-def master(process: RegistryProcess) -> psutil.Process:
-    for child in psutil.Process().children():
-        if str(process.port) in child.cmdline():
-            return child
-    raise AssertionError(f"no server process on port {process.port}")
-
-
 def test_the_ui_relays_a_task_s_events_as_they_come_and_resumes_after_last_event_id(
     agents: RegistryProcess, registry: RegistryProcess
 ) -> None:
@@ -84,7 +76,7 @@ def test_a_task_the_service_does_not_know_is_a_404_page(registry: RegistryProces
 def test_streams_held_open_at_once_outnumber_threads_and_take_none(
     agents: RegistryProcess, registry: RegistryProcess
 ) -> None:
-    [worker] = live_workers(master(registry))
+    [worker] = live_workers(registry.master())
     threads_before = worker.num_threads()
     task = create_task(agents)
     # Each gets its answer and the task's first entry while all the others stay open.

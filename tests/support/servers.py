@@ -95,6 +95,13 @@ class RegistryProcess:
             if process.stdout:
                 process.stdout.close()
 
+    def master(self) -> psutil.Process:
+        """The process started (for ``serve`` and ``agents serve``, gunicorn's
+        master). Found by PID, not by walking this process's children: a
+        zombie left by another test in the same worker would stop that walk."""
+        assert self._process is not None, "the server is not running"
+        return psutil.Process(self._process.pid)
+
     def _drain(self, process: subprocess.Popen[bytes]) -> None:
         stdout = process.stdout
         assert isinstance(stdout, io.BufferedReader)
