@@ -22,13 +22,13 @@ from registry.executor import Executor, ScriptedModel
 from registry.serving.service import RegistryService
 from registry.serving.wiring import open_service
 from registry.settings import Settings
-from tests.conftest import AGENTS, LibraryRepo
+from tests.conftest import AGENTS, BuiltRepos, LibraryRepo
 from tests.support.eval_library import EVALS, JUDGE, REPLIES, eval_library, many_cases
 
 
 @pytest.fixture
-def library(repo: LibraryRepo) -> LibraryRepo:
-    return eval_library(repo)
+def library(repo: LibraryRepo, built_repos: BuiltRepos) -> LibraryRepo:
+    return built_repos.copy(eval_library, repo)
 
 
 @pytest.fixture
