@@ -188,7 +188,7 @@ def eval_model(args: argparse.Namespace) -> ChatModel:
 
 def _working_tree(settings: Settings) -> Path:
     """The library's files on disk, for a side that is ``worktree``."""
-    from registry.authoring.lint import find_agents_root
+    from registry.authoring.agentsroot import find_agents_root
 
     directory = settings.repo or settings.worktree
     if not directory:
