@@ -14,7 +14,6 @@ with ``--format jsonl``, every event of the run, one JSON object a line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -137,8 +136,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     bound.add_argument("--timeout", type=float, metavar="S", help="seconds the whole run may take")
 
 
-# The executor's modules (and openai, mcp) are imported by the functions
-# that use them: every other command, `serve` first, starts without them.
+# The executor's modules (and asyncio, openai, mcp) are imported by the
+# functions that use them: every other command, `serve` first, starts without them.
 
 
 def model_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ChatModel:
@@ -263,6 +262,8 @@ def build_executor(
 
 def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Callable[[], Settings]) -> int:
     """Run one agent and print its outcome; the exit code follows the outcome."""
+    import asyncio
+
     check_timeouts(args)
     _check_stream_format(args)
     from registry.authoring.commands import parse_inputs

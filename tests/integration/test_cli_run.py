@@ -100,7 +100,7 @@ def test_a_scripted_run_without_mcp_never_imports_the_mcp_openai_or_redis_sdks(r
 def test_the_command_line_starts_without_the_libraries_only_some_commands_use() -> None:
     # Each was a part of every command's start, --version included: together
     # about 0.6 s of imports (lint, the definitions' validators, the client, evals).
-    heavy = {"jinja2", "jsonschema", "httpx", "mcp", "openai", "anthropic", "git", "redis"}
+    heavy = {"jinja2", "jsonschema", "httpx", "mcp", "openai", "anthropic", "git", "redis", "asyncio"}
     probe = (
         "import sys\nimport registry.cli.main\nfrom registry.cli.main import _parser\n_parser()\n"
         f"print(sorted({{name.split('.')[0] for name in sys.modules}} & set({sorted(heavy)!r})))\n"
