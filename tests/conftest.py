@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -280,6 +282,17 @@ def schema_says(schema: dict[str, Any], instance: Any) -> str:
     from jsonschema import Draft202012Validator
 
     return str(next(Draft202012Validator(schema).iter_errors(instance)).message)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where Python writes no bytecode (PYTHONDONTWRITEBYTECODE), each of the
+    hundreds of processes the tests start (the command, servers, scripted
+    models) would compile the package from source again: a third of a
+    command's start. The first process of a run (not an xdist worker)
+    compiles it once, where Python itself would have put it."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        for package in (TESTS.parent / "registry", TESTS):
+            compileall.compile_dir(package, quiet=1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
