@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -45,10 +48,17 @@ _GIT_ENV = {
 class LibraryRepo:
     """A real git repository that tests write definitions into, commit and tag."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, init: bool = True) -> None:
         self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "main")
+        if init:
+            path.mkdir(parents=True, exist_ok=True)
+            self.git("init", "-q", "-b", "main")
+
+    def replace_with(self, template: LibraryRepo) -> LibraryRepo:
+        """This repository becomes a copy of ``template``: its history, tags and working tree."""
+        shutil.rmtree(self.path)
+        shutil.copytree(template.path, self.path, symlinks=True)
+        return self
 
     def git(self, *args: str) -> str:
         result = subprocess.run(
@@ -118,6 +128,29 @@ inputs:
 """
 
 
+class BuiltRepos:
+    """Repositories built once per pytest worker by a function of an empty
+    ``LibraryRepo``, and copied into each test's own repository: a copy is a
+    few file writes, where building one again is a git process per commit and tag."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._built: dict[Callable[[LibraryRepo], LibraryRepo], LibraryRepo] = {}
+
+    def copy(self, build: Callable[[LibraryRepo], LibraryRepo], repo: LibraryRepo) -> LibraryRepo:
+        """``repo`` (replaced) as ``build`` leaves an empty repository."""
+        template = self._built.get(build)
+        if template is None:
+            name = f"{build.__module__}.{build.__qualname__}".replace("<", "").replace(">", "")
+            template = self._built[build] = build(LibraryRepo(self._root / name / "library"))
+        return repo.replace_with(template)
+
+
+@pytest.fixture(scope="session")
+def built_repos(tmp_path_factory: pytest.TempPathFactory) -> BuiltRepos:
+    return BuiltRepos(tmp_path_factory.mktemp("built-repos"))
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> LibraryRepo:
     """An empty repository."""
@@ -125,8 +158,13 @@ def repo(tmp_path: Path) -> LibraryRepo:
 
 
 @pytest.fixture
-def released_repo(repo: LibraryRepo) -> LibraryRepo:
+def released_repo(repo: LibraryRepo, built_repos: BuiltRepos) -> LibraryRepo:
     """A repository with releases v1.0.0, v1.1.0 (annotated), v2.0.0-rc.1 and a non-release tag."""
+    return built_repos.copy(release_three, repo)
+
+
+def release_three(repo: LibraryRepo) -> LibraryRepo:
+    """``released_repo``'s releases, in ``repo``."""
     repo.write("chat/minimal.yml", MINIMAL)
     repo.write(
         "_partials/rules.jinja",
@@ -244,6 +282,17 @@ def schema_says(schema: dict[str, Any], instance: Any) -> str:
     from jsonschema import Draft202012Validator
 
     return str(next(Draft202012Validator(schema).iter_errors(instance)).message)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where Python writes no bytecode (PYTHONDONTWRITEBYTECODE), each of the
+    hundreds of processes the tests start (the command, servers, scripted
+    models) would compile the package from source again: a third of a
+    command's start. The first process of a run (not an xdist worker)
+    compiles it once, where Python itself would have put it."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        for package in (TESTS.parent / "registry", TESTS):
+            compileall.compile_dir(package, quiet=1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

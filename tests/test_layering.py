@@ -10,6 +10,7 @@ too: an import deferred is a dependency all the same.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections.abc import Callable
@@ -171,7 +172,8 @@ def is_package(name: str) -> bool:
     return MODULES.get(name, Path()).name == "__init__.py"
 
 
-def imports_of(name: str) -> list[Import]:
+@functools.cache  # parsed once: each test walks every module, most of them several times
+def imports_of(name: str) -> tuple[Import, ...]:
     """Every import in the module, at any depth, as absolute module names;
     ``from package import module`` names the module."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
@@ -189,7 +191,7 @@ def imports_of(name: str) -> list[Import]:
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 found[Import(name, submodule if submodule in MODULES else base, node.lineno)] = None
-    return list(found)
+    return tuple(found)
 
 
 def layer_of(name: str) -> str:

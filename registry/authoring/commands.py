@@ -21,8 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from registry.authoring.agentsroot import find_agents_root
 from registry.authoring.colour import diff_lines, paint
-from registry.authoring.lint import find_agents_root
 from registry.errors import ConfigurationError, InvalidInputs, InvalidRequest, ReleaseNotFound, summarize
 from registry.format.definition import SCHEMA_FILE, CompiledAgent, check_agent_name
 from registry.format.diff import Bump, LibraryDiff, classify, diff_catalogs

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
+from registry.authoring.agentsroot import find_agents_root
 from registry.authoring.colour import diff_lines, paint
-from registry.authoring.lint import find_agents_root
 from registry.client import Agent
 from registry.errors import ConfigurationError, InvalidDefinition, RegistryError
 from registry.evals.runnable import agent_at

@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from registry.authoring.agentsroot import find_agents_root
 from registry.authoring.includegraph import IncludeCycle, IncludeGraph
 from registry.authoring.lintchecks import (
     layout_finding,
@@ -36,21 +37,7 @@ from registry.errors import ConfigurationError, InvalidDefinition
 from registry.format.loading import DEFINITION_SUFFIX, ReleaseCatalog
 from registry.format.safeyaml import YamlError, YamlLimits, parse_yaml
 from registry.rendering import referenced_templates
-from registry.settings import DEFAULT_ROOT
 from registry.store.worktree import open_worktree_catalog
-
-
-def find_agents_root(path: Path, root: str | None) -> str:
-    """The agents root inside ``path``: ``root`` when given, else the default;
-    ``ConfigurationError`` when it is not there."""
-    wanted = (root or DEFAULT_ROOT).strip("/")
-    if (path / wanted).is_dir():
-        return wanted
-    raise ConfigurationError(
-        f"no prompt library here: no {wanted}/ in {path.resolve()}; run this inside a library checkout,"
-        " or give --repo PATH (or --root)"
-    )
-
 
 # Below this many definitions, starting worker processes costs more than it saves.
 _PARALLEL_FROM = 200

@@ -18,7 +18,6 @@ nothing ran on head); 2 bad usage or configuration, in one line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from contextlib import ExitStack
 from pathlib import Path
@@ -101,6 +100,8 @@ def register(commands: Commands) -> None:
 
 
 def _eval(args: argparse.Namespace, stack: ExitStack) -> int:
+    import asyncio
+
     from registry.evals.plan import plan
     from registry.evals.sides import open_side
 
@@ -188,7 +189,7 @@ def eval_model(args: argparse.Namespace) -> ChatModel:
 
 def _working_tree(settings: Settings) -> Path:
     """The library's files on disk, for a side that is ``worktree``."""
-    from registry.authoring.lint import find_agents_root
+    from registry.authoring.agentsroot import find_agents_root
 
     directory = settings.repo or settings.worktree
     if not directory:

@@ -28,7 +28,6 @@ import os
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
-from importlib.metadata import PackageNotFoundError, version
 
 from registry.cli import agents, authoring, evals, index, releases, run, serve
 from registry.cli.command import Handler
@@ -50,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A git-native, release-pinned registry of agent prompt definitions."
         " Every option falls back to its environment variable (REGISTRY_REPO, ...).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(commands)
@@ -81,11 +80,19 @@ class _Parser(argparse.ArgumentParser):
         return None
 
 
-def _version() -> str:
-    try:
-        return version("prompt-registry")
-    except PackageNotFoundError:  # running from a checkout that was never installed
-        return "unknown"
+class _Version(argparse.Action):
+    """``--version``, read from the installed package's metadata only when
+    asked: importing importlib.metadata is a tenth of every command's start."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("prompt-registry")
+        except PackageNotFoundError:  # running from a checkout that was never installed
+            found = "unknown"
+        sys.stdout.write(f"{parser.prog} {found}\n")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

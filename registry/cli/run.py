@@ -14,7 +14,6 @@ with ``--format jsonl``, every event of the run, one JSON object a line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -137,15 +136,15 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     bound.add_argument("--timeout", type=float, metavar="S", help="seconds the whole run may take")
 
 
-# The executor's modules (and openai, mcp) are imported by the functions
-# that use them: every other command, `serve` first, starts without them.
+# The executor's modules (and asyncio, openai, mcp) are imported by the
+# functions that use them: every other command, `serve` first, starts without them.
 
 
 def model_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ChatModel:
     """The model the options name: scripted, one OpenAI-compatible endpoint
     (``--model``), or the bindings of a models file (``--models``,
     ``REGISTRY_MODELS``), else of the SDKs' environment, routed per call."""
-    from registry.executor import OpenAIChatModel, ScriptedModel
+    from registry.executor import ScriptedModel
     from registry.providers.modelsfile import ModelsFile, load_models_file
     from registry.providers.router import RoutingChatModel
 
@@ -162,6 +161,10 @@ def model_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ChatMode
     if target:
         if not target.startswith(("http://", "https://")):
             raise ConfigurationError(f"--model {target!r}: expected an http(s) URL or scripted:FILE")
+        # Here, not above: the openai SDK's import is about a second of a
+        # scripted run's start, and only this branch needs it.
+        from registry.executor import OpenAIChatModel
+
         return OpenAIChatModel(
             base_url=target,
             api_key=args.api_key or environ.get("OPENAI_API_KEY") or None,
@@ -230,24 +233,27 @@ def build_executor(
     stack: ExitStack,
     *,
     model: ChatModel,
-    registry: RegistryClient | None = None,
+    registry: Callable[[], RegistryClient] | None = None,
     warn_unused_model_map: bool = False,
 ) -> Executor:
     """An executor with the tools, retrievers and model names of
     ``add_run_options`` (their timeouts checked by ``check_timeouts``);
-    ``stack`` closes the retrievers."""
+    ``stack`` closes the retrievers. ``registry`` opens the agents' registry
+    once every option is found good: a mistyped option costs no library
+    (``--example`` builds a repository first)."""
     from registry.executor import Executor
 
     found_retrievers = retrievers(args)
     for retriever in found_retrievers.values():
         stack.callback(retriever.close)  # type: ignore[attr-defined]
+    tools, mapped = tool_providers(args), model_map(args.model_map)
     return Executor(
         model=model,
-        registry=registry,
-        tools=tool_providers(args),
+        registry=registry() if registry is not None else None,
+        tools=tools,
         retrievers=found_retrievers,
         model_name=args.model_name,
-        model_map=model_map(args.model_map),
+        model_map=mapped,
         tool_timeout=args.tool_timeout,
         run_timeout=args.timeout,
         warn_unused_model_map=warn_unused_model_map,
@@ -256,17 +262,23 @@ def build_executor(
 
 def run_command(args: argparse.Namespace, stack: ExitStack, local_settings: Callable[[], Settings]) -> int:
     """Run one agent and print its outcome; the exit code follows the outcome."""
+    import asyncio
+
     check_timeouts(args)
     _check_stream_format(args)
     from registry.authoring.commands import parse_inputs
 
     inputs = dict(parse_inputs(args.input, args.inputs_file))
     history = _history(args.history) if args.history else []
-    client = stack.enter_context(registry_client(args, local_settings))
+    model = model_from(args, os.environ)
     # One run: a map its agents do not use is a mistake worth a line. A
     # service (agents serve) runs many agents and does not judge so.
     executor = build_executor(
-        args, stack, model=model_from(args, os.environ), registry=client, warn_unused_model_map=True
+        args,
+        stack,
+        model=model,
+        registry=lambda: stack.enter_context(registry_client(args, local_settings)),
+        warn_unused_model_map=True,
     )
     printed = False
     if args.stream:

@@ -123,7 +123,7 @@ def command_settings(
         **extra,
     )
     if not release and settings.worktree:
-        from registry.authoring.lint import find_agents_root  # lint's imports are for the commands that lint
+        from registry.authoring.agentsroot import find_agents_root
 
         # Says so the way lint does, rather than "agent does not exist".
         find_agents_root(Path(settings.worktree), settings.root)

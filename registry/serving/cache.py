@@ -26,18 +26,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
-import redis
 from cachetools import LRUCache
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-from redis.sentinel import Sentinel
 
 from registry.format.definition import content_format
 from registry.serving.metrics import Metrics
 from registry.settings import SENTINEL_SCHEME, parse_sentinel_url
+
+if TYPE_CHECKING:
+    # Imported by `connect`, the only way to a Redis: redis-py (with the
+    # OpenTelemetry SDK it loads) is a fifth of the start of every command
+    # and server that has no Redis configured.
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class RedisTier:
         self.timeout = timeout
         self._metrics = metrics
         self.client = connect(url, timeout=timeout)
+        self._errors = redis_error()
         self._lock = threading.Lock()
         self._healthy = True
         self._backoff = _FIRST_BACKOFF_SECONDS
@@ -134,7 +137,7 @@ class RedisTier:
             return None
         try:
             result = call()
-        except redis.RedisError as exc:
+        except self._errors as exc:
             self._failed(operation, exc)
             return None
         if not self._healthy:
@@ -175,6 +178,11 @@ def connect(url: str, *, timeout: float, **options: Any) -> redis.Redis:
     ``redis+sentinel://[:password@]host:port[,host:port...]/service[/db]``
     finds the primary through Redis Sentinel, and follows it on failover.
     """
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    from redis.sentinel import Sentinel
+
     settings: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
@@ -190,6 +198,14 @@ def connect(url: str, *, timeout: float, **options: Any) -> redis.Redis:
         primary: redis.Redis = sentinel.master_for(service, password=password, db=db, **settings)
         return primary
     return redis.Redis.from_url(url, **settings)
+
+
+def redis_error() -> type[redis.RedisError]:
+    """redis-py's base error, for code that holds a client made by ``connect``
+    (so the import is already paid for)."""
+    import redis
+
+    return redis.RedisError
 
 
 class ContentCache(Generic[T]):

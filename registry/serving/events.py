@@ -26,11 +26,13 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import redis
-
-from registry.serving.cache import RedisTier, connect, redis_key
+from registry.serving.cache import RedisTier, connect, redis_error, redis_key
 from registry.serving.metrics import Metrics
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +113,7 @@ class ReleaseEvents:
     def _send(self, message: bytes) -> None:
         try:
             self._publisher.publish(self._channel, message)
-        except (redis.RedisError, OSError) as exc:
+        except (redis_error(), OSError) as exc:
             # The subscriber logs the outage; this only counts.
             self._metrics.redis_errors.labels("publish").inc()
             log.debug("an announcement waits for Redis: %s", exc)
@@ -159,7 +161,7 @@ class ReleaseEvents:
                     log.warning("release announcements from other replicas are heard again")
                 connected_before, outage_logged, backoff = True, False, _FIRST_BACKOFF_SECONDS
                 self._listen(pubsub)
-            except (redis.RedisError, OSError, ValueError) as exc:
+            except (redis_error(), OSError, ValueError) as exc:
                 self.subscribed.clear()
                 if not outage_logged:
                     log.warning("cannot hear release announcements from other replicas (%s); retrying", exc)
@@ -212,5 +214,5 @@ def _close_quietly(*resources: redis.client.PubSub | redis.Redis) -> None:
     for resource in resources:
         try:
             resource.close()
-        except (redis.RedisError, OSError):
+        except (redis_error(), OSError):
             pass

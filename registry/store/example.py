@@ -101,7 +101,9 @@ def _commit(
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
         destination.chmod(0o644)  # the same blob mode wherever the package was installed
-    if removed:
-        repo.index.remove([path.as_posix() for path in removed], working_tree=True)
-    repo.index.add([path.as_posix() for path in files] + list(extra))
+    for relative in removed:
+        (root / relative).unlink()
+    # One `git add` for the whole tree: GitPython's index.add starts a git
+    # process per file to store its blob, which made `--example` take seconds.
+    repo.git.add("--all", "--", *[path.as_posix() for path in _ROOTS], *extra)
     repo.index.commit(message, author=_AUTHOR, committer=_AUTHOR, author_date=date, commit_date=date)

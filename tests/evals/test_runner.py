@@ -19,17 +19,16 @@ from registry.evals.reports import render_json, render_text
 from registry.evals.runner import EvalRunner, RunOptions
 from registry.evals.sides import open_side
 from registry.executor import Executor, ScriptedModel
-from registry.executor.mcp_tools import McpTools
 from registry.serving.service import RegistryService
 from registry.serving.wiring import open_service
 from registry.settings import Settings
-from tests.conftest import AGENTS, LibraryRepo
+from tests.conftest import AGENTS, BuiltRepos, LibraryRepo
 from tests.support.eval_library import EVALS, JUDGE, REPLIES, eval_library, many_cases
 
 
 @pytest.fixture
-def library(repo: LibraryRepo) -> LibraryRepo:
-    return eval_library(repo)
+def library(repo: LibraryRepo, built_repos: BuiltRepos) -> LibraryRepo:
+    return built_repos.copy(eval_library, repo)
 
 
 @pytest.fixture
@@ -322,6 +321,9 @@ def test_a_binding_that_cannot_be_made_stops_the_evaluation_with_its_error(
 ) -> None:
     head = open_side("head", "v1.1.0", service, directory=library.path)
     planned = plan(head, None)
+
+    # Imported here: the MCP SDK's import is most of a second of every pytest worker's collection.
+    from registry.executor.mcp_tools import McpTools
 
     async def run() -> EvalRun:
         model = ScriptedModel.from_replies([{**reply, "repeat": True} for reply in REPLIES], source="the test")

@@ -10,12 +10,11 @@ import json
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from registry.errors import ModelError
-from registry.providers.anthropic_chat import AnthropicChatModel
 from registry.providers.chat import (
     Adjustment,
     ChatReply,
@@ -28,6 +27,9 @@ from registry.providers.chat import (
 )
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.ports import free_port
+
+if TYPE_CHECKING:
+    from registry.providers.anthropic_chat import AnthropicChatModel
 
 KEY = "sk-ant-test-3f9c2a7e51"
 FAST = {"backoff": 0.01, "max_backoff": 0.05}
@@ -47,8 +49,16 @@ def _request(text: str = "hello", **fields: Any) -> ChatRequest:
     return ChatRequest(model="claude-test", messages=({"role": "user", "content": text},), **fields)
 
 
+def _anthropic(**options: Any) -> AnthropicChatModel:
+    # Imported here, not at the top: the anthropic SDK's import is seconds of CPU,
+    # which every pytest worker would otherwise pay while collecting, running this module or not.
+    from registry.providers.anthropic_chat import AnthropicChatModel
+
+    return AnthropicChatModel(**options)
+
+
 def _model(base_url: str, **options: Any) -> AnthropicChatModel:
-    return AnthropicChatModel(**{"api_key": KEY, "base_url": base_url, **FAST, **options})
+    return _anthropic(**{"api_key": KEY, "base_url": base_url, **FAST, **options})
 
 
 def _complete(server: AnthropicServer, request: ChatRequest | None = None, **options: Any) -> ChatReply:
@@ -514,7 +524,7 @@ def test_max_concurrency_holds_calls_beyond_it(tmp_path: Path) -> None:
 
 def test_the_description_names_the_platform_and_the_endpoint() -> None:
     async def scenario() -> tuple[str, str | None]:
-        model = AnthropicChatModel(api_key=KEY, base_url="http://claude.internal:8080/")
+        model = _anthropic(api_key=KEY, base_url="http://claude.internal:8080/")
         try:
             return model.description, model.binding_problem("anthropic")
         finally:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from registry.executor import SqliteFtsRetriever
-from registry.providers.anthropic_chat import AnthropicChatModel
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.executor_fixtures import (
     LIBRARY_AGENTS,
@@ -22,6 +21,17 @@ from tests.support.executor_fixtures import (
     library_tools,
     run_scripted,
 )
+
+if TYPE_CHECKING:
+    from registry.providers.anthropic_chat import AnthropicChatModel
+
+
+def _model(base_url: str) -> AnthropicChatModel:
+    # Imported here, not at the top: the anthropic SDK's import is seconds of CPU,
+    # which every pytest worker would otherwise pay while collecting, running this module or not.
+    from registry.providers.anthropic_chat import AnthropicChatModel
+
+    return AnthropicChatModel(api_key="sk-ant-test", base_url=base_url, max_retries=0)
 
 
 @pytest.mark.parametrize("agent", LIBRARY_AGENTS)
@@ -37,7 +47,7 @@ def test_every_library_agent_runs_the_same_through_the_anthropic_server(
         calls = [{"name": c["name"], "arguments": json.loads(c["arguments"])} for c in reply.get("tool_calls", [])]
         replies.append({"tool_calls": calls, "content": reply["content"]} if calls else {"content": reply["content"]})
     with AnthropicServer(replies, tmp_path) as server:
-        model = AnthropicChatModel(api_key="sk-ant-test", base_url=server.base_url, max_retries=0)
+        model = _model(server.base_url)
         # An agent that names no model runs on the one the operator names.
         unnamed = {"model_name": "claude-served"} if agent in NO_SCHEMA_INPUTS else {}
         with executor_for(
@@ -60,7 +70,7 @@ def test_a_reply_calling_a_tool_that_was_not_offered_is_answered_with_an_error_r
         {"when": "no tool named 'drop_database'", "content": "Labels: bug. Priority: P3."},
     ]
     with AnthropicServer(replies, tmp_path) as server:
-        model = AnthropicChatModel(api_key="sk-ant-test", base_url=server.base_url, max_retries=0)
+        model = _model(server.base_url)
         with executor_for(example, model, tools=[library_tools()]) as executor:
             result = executor.run("assistant/tools_triage", example_inputs("assistant/tools_triage"))
         first, second = server.requests()

@@ -8,14 +8,16 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from registry.errors import ConfigurationError, ModelError
-from registry.providers.anthropic_chat import AnthropicChatModel
 from registry.providers.chat import ChatReply, ChatRequest, StreamItem, TextDelta, ToolCallRequest
 from tests.support.anthropic_server import AnthropicServer
+
+if TYPE_CHECKING:
+    from registry.providers.anthropic_chat import AnthropicChatModel
 
 ACCESS_KEY = "AKIDEXAMPLEKEY1234"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -60,11 +62,19 @@ def _request(text: str = "hello", **fields: Any) -> ChatRequest:
     return ChatRequest(model="claude-test", messages=({"role": "user", "content": text},), **fields)
 
 
+def _anthropic(**options: Any) -> AnthropicChatModel:
+    # Imported here, not at the top: the anthropic SDK's import is seconds of CPU,
+    # which every pytest worker would otherwise pay while collecting, running this module or not.
+    from registry.providers.anthropic_chat import AnthropicChatModel
+
+    return AnthropicChatModel(**options)
+
+
 def _run(options: dict[str, Any], request: ChatRequest | None = None, *, stream: bool = False) -> list[StreamItem]:
     """One call (whole, or streamed) to a fresh model, closed afterwards: what it gave."""
 
     async def scenario() -> list[StreamItem]:
-        model = AnthropicChatModel(backoff=0.01, max_backoff=0.05, **options)
+        model = _anthropic(backoff=0.01, max_backoff=0.05, **options)
         try:
             if stream:
                 return [item async for item in model.stream(request or _request())]
@@ -87,7 +97,7 @@ def _failure(options: dict[str, Any], *, stream: bool = False) -> ModelError:
 
 def _refusal(**options: Any) -> str:
     with pytest.raises(ConfigurationError) as caught:
-        AnthropicChatModel(**options)
+        _anthropic(**options)
     return str(caught.value)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import LibraryRepo
+from tests.conftest import BuiltRepos, LibraryRepo
 from tests.support.cli import run
 from tests.support.eval_library import eval_library, script_yaml
 from tests.support.notes_server import notes_server
@@ -41,13 +41,17 @@ def github_step() -> dict[str, Any]:
 
 
 @pytest.fixture
-def merge_request(repo: LibraryRepo, tmp_path: Path) -> LibraryRepo:
+def merge_request(repo: LibraryRepo, built_repos: BuiltRepos) -> LibraryRepo:
     """v1.1.0's files in the working tree, production at v1.0.0, and the
     exchanges of the change recorded (as an author does before pushing)."""
+    return built_repos.copy(recorded_merge_request, repo)
+
+
+def recorded_merge_request(repo: LibraryRepo) -> LibraryRepo:
     eval_library(repo)
     repo.write("channels.yml", "production: v1.0.0\n", under_agents=False)
     repo.commit("channels")
-    script = tmp_path / "replies.yml"
+    script = repo.path.parent / "replies.yml"
     script.write_text(script_yaml(), encoding="utf-8")
     recorded = run(
         "eval", "--changed", "--base", "@production", "--head", "worktree",

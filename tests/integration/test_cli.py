@@ -41,7 +41,7 @@ def _clean_environment() -> dict[str, str]:
 
 def _get(url: str) -> tuple[int, dict[str, Any]]:
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=60) as response:  # a deadline for a hung server, not a measurement
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LibraryRepo
+from tests.conftest import BuiltRepos, LibraryRepo
 from tests.support.cli import run
 from tests.support.eval_library import EVALS, eval_library, many_cases, script_yaml, server_script
 from tests.support.openai_server import ScriptedModelServer
 
 
 @pytest.fixture
-def library(repo: LibraryRepo) -> LibraryRepo:
-    return eval_library(repo)
+def library(repo: LibraryRepo, built_repos: BuiltRepos) -> LibraryRepo:
+    return built_repos.copy(eval_library, repo)
 
 
 @pytest.fixture

@@ -1,10 +1,14 @@
-"""``prompt-registry eval --format markdown|junit|html -o FILE`` as CI runs
-it: the installed command, in a subprocess, on a real git repository with
-two releases (tests/support/eval_library.py), answered by the scripted model."""
+"""``prompt-registry eval --report markdown|junit|html=FILE`` and ``--format
+FORMAT -o FILE`` as CI runs it: the installed command, in a subprocess, on a
+real git repository with two releases (tests/support/eval_library.py),
+answered by the scripted model. The reports of one run (``every_report``)
+are what the tests of each report's content read."""
 
 from __future__ import annotations
 
+import subprocess
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,14 +19,14 @@ from registry.cli.evals import FORMATS
 from registry.evals import gate
 from registry.evals.reports import RENDERERS
 from registry.providers.exchangefile import load_exchanges
-from tests.conftest import LibraryRepo
+from tests.conftest import BuiltRepos, LibraryRepo
 from tests.support.cli import run
 from tests.support.eval_library import REPLIES, eval_library, script_yaml
 
 
 @pytest.fixture
-def library(repo: LibraryRepo) -> LibraryRepo:
-    return eval_library(repo)
+def library(repo: LibraryRepo, built_repos: BuiltRepos) -> LibraryRepo:
+    return built_repos.copy(eval_library, repo)
 
 
 @pytest.fixture
@@ -30,6 +34,35 @@ def script(tmp_path: Path) -> Path:
     path = tmp_path / "replies.yml"
     path.write_text(script_yaml(), encoding="utf-8")
     return path
+
+
+@dataclass(frozen=True)
+class EveryReport:
+    """One run of the command on the library, writing every report: the
+    tests of each report's content read what it wrote."""
+
+    library: LibraryRepo
+    result: subprocess.CompletedProcess[str]
+    record: Path
+    note: Path
+    junit: Path
+    page: Path
+
+
+@pytest.fixture(scope="module")
+def every_report(tmp_path_factory: pytest.TempPathFactory, built_repos: BuiltRepos) -> EveryReport:
+    directory = tmp_path_factory.mktemp("every-report")
+    library = built_repos.copy(eval_library, LibraryRepo(directory / "library"))
+    script = directory / "replies.yml"
+    script.write_text(script_yaml(), encoding="utf-8")
+    record, note = directory / "exchanges.yml", directory / "note.md"
+    junit, page = directory / "eval.xml", directory / "eval.html"
+    result = run(
+        "eval", "--repo", str(library.path), "--base", "v1.0.0", "--head", "v1.1.0",
+        "--model", f"scripted:{script}", "--record", str(record), "--format", "text",
+        "--report", f"markdown={note}", "--report", f"junit={junit}", "--report", f"html={page}",
+    )  # fmt: skip
+    return EveryReport(library, result, record, note, junit, page)
 
 
 def report(library: LibraryRepo, script: Path, output: Path, report_format: str, *args: str) -> str:
@@ -47,10 +80,8 @@ def test_every_report_is_a_format_of_the_command_and_every_gate_a_fail_on() -> N
     assert FAIL_ON_CHOICES == gate.FAIL_ON
 
 
-def test_the_markdown_note_names_both_releases_and_the_regression_first(
-    library: LibraryRepo, script: Path, tmp_path: Path
-) -> None:
-    note = report(library, script, tmp_path / "note.md", "markdown")
+def test_the_markdown_note_names_both_releases_and_the_regression_first(every_report: EveryReport) -> None:
+    note, library = every_report.note.read_text(encoding="utf-8"), every_report.library
     base, head = library.git("rev-parse", "v1.0.0")[:12], library.git("rev-parse", "v1.1.0")[:12]
     assert note.startswith(
         f"## prompt-registry eval: ❌ gate failed\n\n**base** `v1.0.0` at `{base}` → **head** `v1.1.0` at `{head}`"
@@ -61,10 +92,8 @@ def test_the_markdown_note_names_both_releases_and_the_regression_first(
     assert note.endswith("- `support/triage.yml: the pass rate fell from 100% to 50%, more than the tolerance of 0%`\n")
 
 
-def test_junit_has_a_testcase_per_case_on_head_with_base_in_properties(
-    library: LibraryRepo, script: Path, tmp_path: Path
-) -> None:
-    root = ET.fromstring(report(library, script, tmp_path / "eval.xml", "junit"))
+def test_junit_has_a_testcase_per_case_on_head_with_base_in_properties(every_report: EveryReport) -> None:
+    root, library = ET.parse(every_report.junit).getroot(), every_report.library
     assert [suite.attrib["name"] for suite in root.iter("testsuite")] == [
         "support/faq",
         "support/greeter",
@@ -111,16 +140,9 @@ def test_the_html_page_shows_the_word_diff_and_loads_nothing(library: LibraryRep
     assert links.targets == ["#dataset-1"]
 
 
-def test_one_run_writes_every_report_asked_for_and_the_model_is_asked_once(
-    library: LibraryRepo, script: Path, tmp_path: Path
-) -> None:
-    record = tmp_path / "exchanges.yml"
-    note, junit, page = tmp_path / "note.md", tmp_path / "eval.xml", tmp_path / "eval.html"
-    result = run(
-        "eval", "--repo", str(library.path), "--base", "v1.0.0", "--head", "v1.1.0",
-        "--model", f"scripted:{script}", "--record", str(record), "--format", "text",
-        "--report", f"markdown={note}", "--report", f"junit={junit}", "--report", f"html={page}",
-    )  # fmt: skip
+def test_one_run_writes_every_report_asked_for_and_the_model_is_asked_once(every_report: EveryReport) -> None:
+    result, record = every_report.result, every_report.record
+    note, junit, page = every_report.note, every_report.junit, every_report.page
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("eval base v1.0.0") and "regressed" in result.stdout
     assert result.stderr.splitlines()[-3:] == [

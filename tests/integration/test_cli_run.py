@@ -79,14 +79,17 @@ def test_a_blocked_run_exits_1_with_the_gate_text(tmp_path: Path) -> None:
     assert answer["outcome"] == "blocked" and "hunter2" not in answer["output"]
 
 
-def test_a_run_without_mcp_never_imports_the_mcp_sdk(replies: Path) -> None:
-    # Importing it took about a second of every start (BENCHMARKS.md, "Evaluations").
+def test_a_scripted_run_without_mcp_never_imports_the_mcp_openai_or_redis_sdks(replies: Path) -> None:
+    # Importing mcp took about a second of every start (BENCHMARKS.md, "Evaluations"),
+    # openai another for a scripted model, and redis-py (with the OpenTelemetry SDK) a
+    # sixth of it with no Redis configured.
     arguments = ["run", "support/gated_answer", "--example", "--input", "question=refund?"]
     arguments += ["--model", f"scripted:{replies}"]
     probe = (
         "import sys\nfrom registry.cli.main import main\n"
         f"status = main({arguments!r})\n"
-        "print(status, sorted({name.split('.')[0] for name in sys.modules} & {'mcp', 'mcp_types'}), file=sys.stderr)\n"
+        "loaded = {name.split('.')[0] for name in sys.modules}\n"
+        "print(status, sorted(loaded & {'mcp', 'mcp_types', 'openai', 'redis'}), file=sys.stderr)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=clean_environment()
@@ -97,16 +100,17 @@ def test_a_run_without_mcp_never_imports_the_mcp_sdk(replies: Path) -> None:
 def test_the_command_line_starts_without_the_libraries_only_some_commands_use() -> None:
     # Each was a part of every command's start, --version included: together
     # about 0.6 s of imports (lint, the definitions' validators, the client, evals).
-    heavy = {"jinja2", "jsonschema", "httpx", "mcp", "openai", "anthropic", "git"}
+    heavy = {"jinja2", "jsonschema", "httpx", "mcp", "openai", "anthropic", "git", "redis", "asyncio"}
     probe = (
         "import sys\nimport registry.cli.main\nfrom registry.cli.main import _parser\n_parser()\n"
         f"print(sorted({{name.split('.')[0] for name in sys.modules}} & set({sorted(heavy)!r})))\n"
         "print(sorted(n for n in sys.modules if n == 'registry.authoring.lint' or n.startswith('registry.evals')))\n"
+        "print('importlib.metadata' in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=clean_environment()
     )
-    assert result.stdout.splitlines() == ["[]", "[]"], result.stdout + result.stderr
+    assert result.stdout.splitlines() == ["[]", "[]", "False"], result.stdout + result.stderr
 
 
 def test_a_run_needing_an_unbound_tool_exits_1_naming_it(replies: Path) -> None:

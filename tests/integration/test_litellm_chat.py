@@ -17,17 +17,19 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 from registry.errors import ConfigurationError, ModelError
 from registry.providers.chat import ChatReply, ChatRequest, ServedBy, StreamItem, TextDelta, ToolCallRequest, Usage
-from registry.providers.litellm_chat import LiteLLMChatModel
 from registry.providers.modelsfile import load_models_file
 from registry.providers.router import RoutingChatModel
 from tests.support.header_server import Answer, HeaderServer, completion_body
 from tests.support.openai_server import ScriptedModelServer
+
+if TYPE_CHECKING:
+    from registry.providers.litellm_chat import LiteLLMChatModel
 
 TOOLS = ({"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}},)
 KEY = "sk-litellm-test-4c1d"
@@ -45,12 +47,20 @@ def _chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict[
     return f"data: {json.dumps({**body, 'usage': usage})}\n\n"
 
 
+def _litellm(**options: Any) -> LiteLLMChatModel:
+    # Imported here, not at the top: LiteLLM's import is seconds of CPU, which
+    # every pytest worker would otherwise pay while collecting, running this module or not.
+    from registry.providers.litellm_chat import LiteLLMChatModel
+
+    return LiteLLMChatModel(**options)
+
+
 def _run(base_url: str, calls: Callable[[LiteLLMChatModel], Awaitable[_T]], **options: Any) -> _T:
     """``calls`` on a fresh model of ``base_url``, closed afterwards."""
 
     async def scenario() -> _T:
         settings: dict[str, Any] = {"provider": "hosted_vllm", "api_key": KEY, "backoff": 0.01, **options}
-        model = LiteLLMChatModel(base_url=base_url, **settings)
+        model = _litellm(base_url=base_url, **settings)
         try:
             return await calls(model)
         finally:
@@ -303,8 +313,8 @@ def test_closing_one_adapter_leaves_another_able_to_call(tmp_path: Path) -> None
     replies: list[dict[str, Any]] = [{"content": "first"}, {"content": "second"}]
 
     async def calls(base_url: str) -> list[str]:
-        first = LiteLLMChatModel(provider="openai", base_url=base_url, api_key=KEY)
-        second = LiteLLMChatModel(provider="openai", base_url=base_url, api_key=KEY)
+        first = _litellm(provider="openai", base_url=base_url, api_key=KEY)
+        second = _litellm(provider="openai", base_url=base_url, api_key=KEY)
         try:
             answered = [(await first.complete(_request())).content]
             await first.aclose()
@@ -318,7 +328,7 @@ def test_closing_one_adapter_leaves_another_able_to_call(tmp_path: Path) -> None
 
 def test_a_provider_litellm_does_not_know_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match=r"LiteLLM has no provider 'mistrall'; did you mean 'mistral'\?"):
-        LiteLLMChatModel(provider="mistrall")
+        _litellm(provider="mistrall")
 
 
 def test_a_models_file_binding_of_kind_litellm_is_served_through_the_router(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from registry.rendering import (
     normalize_include_name,
     render_messages,
 )
+from tests.support.waits import LATE
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 DESIGN_EXAMPLE = REPOSITORY / "library" / "ai_gateway" / "agents" / "chat" / "minimal.yml"
@@ -443,7 +444,11 @@ def test_sandbox_escape_is_a_render_error_that_leaks_nothing(source: str) -> Non
     ],
 )
 def test_runaway_template_is_refused(source: str, fragment: str) -> None:
-    assert fragment in str(_render_error(source, partials=PARTIALS))
+    # Each is refused by the limit it names, never by the clock: a loaded
+    # machine took longer than the default 2 s before the fan's 40 levels ran
+    # out of iterations.
+    limits = RenderLimits(max_seconds=LATE)
+    assert fragment in str(_render_error(source, partials=PARTIALS, limits=limits))
 
 
 def test_an_imported_module_is_not_shared_between_renders() -> None:

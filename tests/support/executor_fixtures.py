@@ -4,6 +4,8 @@ small definitions of every agent type and pattern."""
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -169,9 +171,17 @@ NO_SCHEMA_INPUTS: dict[str, dict[str, Any]] = {
 }
 
 
+@functools.cache
+def _library_definition(path: Path) -> dict[str, Any]:
+    # Parsed once per process: PyYAML's pure-Python loader took seconds of
+    # every library test when each call read the whole library again.
+    definition: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return definition
+
+
 def example_inputs(agent: str) -> dict[str, Any]:
     usecase, name = agent.split("/")
-    definition = yaml.safe_load((LIBRARY_AGENTS_DIR / usecase / f"{name}.yml").read_text(encoding="utf-8"))
+    definition = copy.deepcopy(_library_definition(LIBRARY_AGENTS_DIR / usecase / f"{name}.yml"))
     examples = definition.get("examples") or []
     if examples:
         inputs: dict[str, Any] = examples[0]["inputs"]
@@ -202,10 +212,11 @@ def _sample(schema: dict[str, Any]) -> Any:
 
 def library_tools() -> PythonTools:
     """Every tool the library declares, answering with its arguments."""
-    names = set()
-    for path in LIBRARY_AGENTS_DIR.glob("*/*.yml"):
-        for tool in yaml.safe_load(path.read_text(encoding="utf-8")).get("tools") or []:
-            names.add(tool["name"])
+    names = {
+        tool["name"]
+        for path in sorted(LIBRARY_AGENTS_DIR.glob("*/*.yml"))
+        for tool in _library_definition(path).get("tools") or []
+    }
     return PythonTools({name: (lambda name=name, **arguments: {"tool": name, "result": arguments}) for name in names})
 
 

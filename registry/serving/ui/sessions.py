@@ -48,16 +48,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import redis
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from registry.errors import ConfigurationError
-from registry.serving.cache import connect, redis_key
+from registry.serving.cache import connect, redis_error, redis_key
 from registry.settings import Settings
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,7 @@ class RedisSignedOut:
     def add(self, session_id: str, *, seconds: int) -> None:
         try:
             self.client.set(redis_key(self.prefix, SignedOutKey(session_id)), b"1", ex=max(1, seconds))
-        except redis.RedisError as exc:
+        except redis_error() as exc:
             log.error("cannot record a UI sign-out in Redis (%s: %s): that cookie stays valid", type(exc).__name__, exc)
 
     def __contains__(self, session_id: object) -> bool:
@@ -105,7 +107,7 @@ class RedisSignedOut:
             return False
         try:
             return bool(self.client.exists(redis_key(self.prefix, SignedOutKey(session_id))))
-        except redis.RedisError as exc:
+        except redis_error() as exc:
             log.warning("cannot read UI sign-outs from Redis (%s: %s); letting the session in", type(exc).__name__, exc)
             return False
 
