@@ -73,9 +73,11 @@ def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
             )
             # The clients reconnect at once, all to the survivor; the
             # replacement gets its share as their connections are closed.
-            _eventually(lambda: all(established_connections(w, server.port) > 0 for w in live_workers(master)))
+            _eventually(
+                lambda: all(established_connections(w, server.port) > 0 for w in live_workers(master)), within=60
+            )
             before = sum(answered)
-            _eventually(lambda: sum(answered) > before + 100)
+            _eventually(lambda: sum(answered) > before + 100, within=60)
 
 
 _SLOW_STARTS = {
