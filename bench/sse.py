@@ -29,6 +29,13 @@ each entry carrying the wall-clock time it was written).
     delta, from the same server and reply. The difference is what the
     service adds: starting the step (fetching the pinned agent, claiming
     the step, its first entries), the sink's write, the hub's poll, SSE.
+(5) A2A's streams against the Agent Protocol's, in the same rounds: N
+    clients of A2A's ``SubscribeToTask`` (JSON-RPC) and N of the Agent
+    Protocol's SSE route (one of each in turn, on one client loop), all
+    following one task on one worker, fed by its one hub (N = 1, then 50);
+    the time from an entry's append to its arrival at each client of each
+    protocol, and their ratio. What A2A adds: the entry translated to a
+    ``TaskStatusUpdateEvent`` per stream, and the SDK's JSON-RPC envelope.
 
 Rounds alternate nothing (each scenario's baseline runs at the same time as
 the subscribers it is compared with); every round is reported, and the
@@ -49,8 +56,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -75,6 +84,10 @@ SPACING = 0.037
 POLL = 0.05
 ANSWER = "An ox is a large domesticated bovine, kept for draught work and for its meat and milk."
 FIRST_TOKEN_ROUNDS = 10
+A2A_ROUNDS = ((1, SPACING), (50, 0.1))
+"""Scenario (5): how many subscribers of each protocol, and the seconds
+between two appends (wider with 50: 100 streams at 27 entries a second
+would saturate the worker's core on this machine, and measure its queue)."""
 
 
 # --- the baseline: a bare polling loop, in a process of its own ---------------------------------
@@ -126,16 +139,46 @@ class Baseline:
 # --- subscribers ---------------------------------------------------------------------------------
 
 
+def sent_in(data: dict[str, Any]) -> float | None:
+    """When an Agent Protocol event's entry was appended (its ``sent``)."""
+    sent = data.get("sent")
+    return float(sent) if sent is not None else None
+
+
+def sent_in_a2a(data: dict[str, Any]) -> float | None:
+    """When the entry of an A2A event (a JSON-RPC result) was appended: the
+    text of a ``working`` update starts with it (``a2a_rounds`` writes it so)."""
+    status = data.get("result", {}).get("statusUpdate", {}).get("status", {})
+    text = status.get("message", {}).get("parts", [{}])[0].get("text", "")
+    head = text.split(" ", 1)[0]
+    return float(head[5:]) if head.startswith("sent=") else None
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One subscriber's request: a GET of ``url`` (the Agent Protocol's), or
+    with ``body`` a POST of it (A2A's JSON-RPC); ``sent_of`` reads an event's append time."""
+
+    url: str
+    body: bytes | None = None
+    sent_of: Callable[[dict[str, Any]], float | None] = sent_in
+    protocol: str = "Agent Protocol"
+    started_by_answer: bool = False
+    """Whether it counts as started once answered (a stream resumed at the
+    log's end, which has nothing to send yet), rather than at its first event."""
+
+
 class Subscribers:
     """Streams on one asyncio loop in a thread: the latency of every entry
-    that carries its append time, and how many streams have started. Each
-    is a bare socket reading lines, so that the client costs as little as
-    it can: the server's side is what is measured."""
+    that carries its append time (in all, and by protocol), and how many
+    streams have started. Each is a bare socket reading lines, so that the
+    client costs as little as it can: the server's side is what is measured."""
 
-    def __init__(self, urls: Sequence[str]) -> None:
+    def __init__(self, streams: Sequence[str | Stream]) -> None:
         self.latencies: list[float] = []
+        self.by_protocol: dict[str, list[float]] = {}
         self.started = 0
-        self._urls = urls
+        self._streams = [stream if isinstance(stream, Stream) else Stream(stream) for stream in streams]
         self._stop = asyncio.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -143,35 +186,45 @@ class Subscribers:
         self._main = asyncio.run_coroutine_threadsafe(self._all(), self._loop)
 
     async def _all(self) -> None:
-        streams = asyncio.gather(*(self._one(url) for url in self._urls))
+        streams = asyncio.gather(*(self._one(stream) for stream in self._streams))
         await self._stop.wait()
         streams.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await streams
 
-    async def _one(self, url: str) -> None:
-        where = httpx.URL(url)
+    async def _one(self, stream: Stream) -> None:
+        where = httpx.URL(stream.url)
         reader, writer = await asyncio.open_connection(where.host, where.port)
+        arrivals = self.by_protocol.setdefault(stream.protocol, [])
         try:
-            writer.write(f"GET {where.raw_path.decode()} HTTP/1.1\r\nHost: {where.host}\r\n\r\n".encode())
+            writer.write(_request(where, stream.body))
             status = await reader.readline()
             assert b" 200 " in status, status
-            counted = False
+            counted = stream.started_by_answer
+            self.started += counted
             while line := await reader.readline():
                 if not line.startswith(b"data:"):
                     continue  # headers, chunk sizes, ids, kinds, comments
                 if not counted:
                     self.started, counted = self.started + 1, True
-                data = json.loads(line[5:])
-                if "sent" in data:
-                    self.latencies.append(time.time() - data["sent"])
+                sent = stream.sent_of(json.loads(line[5:]))
+                if sent is not None:
+                    latency = time.time() - sent
+                    self.latencies.append(latency)
+                    arrivals.append(latency)
         finally:
             writer.close()
 
     def wait_started(self) -> None:
         deadline = time.monotonic() + 120
-        while self.started < len(self._urls):
+        while self.started < len(self._streams):
             assert time.monotonic() < deadline and not self._main.done(), (self.started, self._main)
+            time.sleep(0.05)
+
+    def wait_for(self, arrivals: int, seconds: float = 60) -> None:
+        """Until ``arrivals`` entries have arrived in all, for at most ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while len(self.latencies) < arrivals and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def close(self) -> None:
@@ -179,6 +232,14 @@ class Subscribers:
         self._main.result(timeout=60)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def _request(where: httpx.URL, body: bytes | None) -> bytes:
+    head = f"{where.raw_path.decode()} HTTP/1.1\r\nHost: {where.host}\r\n"
+    if body is None:
+        return f"GET {head}\r\n".encode()
+    headers = f"Content-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {len(body)}\r\n"
+    return f"POST {head}{headers}\r\n".encode() + body
 
 
 # --- the servers ---------------------------------------------------------------------------------
@@ -381,10 +442,82 @@ def _service_first_text(base: str) -> float:
     return first_text[0]
 
 
+# --- (5) A2A's streams against the Agent Protocol's --------------------------------------------
+
+
+def a2a_against_agent_protocol(directory: Path) -> None:
+    database = directory / "a2a" / "tasks.db"
+    with agents_server(directory / "a2a" / "agents", database) as agents:
+        worker = worker_of(agents)
+        [task] = create_tasks(agents.base, 1)  # created: A2A's submitted, which a stream may follow
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task}}).encode()
+        a2a = Stream(f"{agents.base}/a2a/jsonrpc", body, sent_in_a2a, "A2A")
+        for count, spacing in A2A_ROUNDS:
+            # The Agent Protocol's from the log's end, as A2A's start: neither replays the rounds before.
+            after = _last_entry(database, task)
+            protocol = Stream(f"{agents.base}/ap/v1/agent/tasks/{task}/events?after={after}", started_by_answer=True)
+            # One of each in turn, on one client loop: neither protocol is served or read first.
+            streams = Subscribers([protocol, a2a] * count)
+            streams.wait_started()
+            print(f"\n(5) {count} A2A and {count} Agent Protocol subscribers of one task, one agents worker,")
+            print(f"{ENTRIES_PER_ROUND} entries a round, {spacing * 1000:.0f} ms apart")
+            report_protocols(a2a_rounds(database, task, streams, worker, spacing=spacing))
+            streams.close()
+
+
+def _last_entry(database: Path, task: str) -> int:
+    store = TaskStore(f"sqlite:///{database}")
+    try:
+        return max((entry.seq for entry in store.events_after(task, 0, limit=100_000)), default=0)
+    finally:
+        store.close()
+
+
+def a2a_rounds(
+    database: Path, task: str, streams: Subscribers, worker: psutil.Process, *, spacing: float
+) -> list[tuple[list[float], list[float]]]:
+    """Each round: entries appended to ``task``, each text starting with its
+    append time; each round's latencies at the Agent Protocol's streams and A2A's."""
+    store = TaskStore(f"sqlite:///{database}")
+    protocol, a2a = streams.by_protocol["Agent Protocol"], streams.by_protocol["A2A"]
+    rounds = []
+    cpu = _cpu(worker)
+    try:
+        for _ in range(ROUNDS):
+            before, arrived = (len(protocol), len(a2a)), len(streams.latencies)
+            for _number in range(ENTRIES_PER_ROUND):
+                sent = time.time()
+                store.append_events(task, [("text", {"delta": f"sent={sent:.6f} " + "x" * 48, "sent": sent})])
+                time.sleep(spacing)
+            # Every entry reaches every subscriber before the next round starts.
+            streams.wait_for(arrived + ENTRIES_PER_ROUND * streams.started)
+            rounds.append((protocol[before[0] :], a2a[before[1] :]))
+    finally:
+        store.close()
+    delivered = sum(len(p) + len(a) for p, a in rounds)
+    spent = _cpu(worker) - cpu
+    each = spent / delivered * 1e6
+    print(f"agents worker: {spent:.2f} s of CPU for {delivered} entries delivered ({each:.0f} µs each)")
+    return rounds
+
+
+def report_protocols(rounds: list[tuple[list[float], list[float]]]) -> None:
+    print("latency from append to arrival, ms (p50 / p99)")
+    print("| round | Agent Protocol SSE | A2A SubscribeToTask | p50 ratio | arrivals (AP / A2A) |")
+    print("|---|---:|---:|---:|---|")
+    for number, (protocol, a2a) in enumerate(rounds, 1):
+        ratio = statistics.median(a2a) / statistics.median(protocol) if protocol and a2a else float("nan")
+        print(f"| {number} | {_pct(protocol)} | {_pct(a2a)} | {ratio:.2f}x | {len(protocol)} / {len(a2a)} |")
+    protocol = [x for p, _ in rounds for x in p]
+    a2a = [x for _, a in rounds for x in a]
+    ratio = statistics.median(a2a) / statistics.median(protocol)
+    print(f"| all | {_pct(protocol)} | {_pct(a2a)} | **{ratio:.2f}x** | {len(protocol)} / {len(a2a)} |")
+
+
 def main() -> None:
     arguments = argparse.ArgumentParser()
     arguments.add_argument("--baseline", nargs="+", help=argparse.SUPPRESS)
-    arguments.add_argument("--only", default="fan-out,first-token")
+    arguments.add_argument("--only", default="fan-out,first-token,a2a")
     parsed = arguments.parse_args()
     if parsed.baseline:
         database, *tasks = parsed.baseline
@@ -396,6 +529,8 @@ def main() -> None:
             fan_out(Path(directory))
         if "first-token" in parsed.only:
             first_token(Path(directory))
+        if "a2a" in parsed.only:
+            a2a_against_agent_protocol(Path(directory))
 
 
 if __name__ == "__main__":

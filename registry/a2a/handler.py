@@ -12,8 +12,9 @@ this handler implements the SDK's ``RequestHandler`` interface directly:
 each operation is one call of the service, read back as the SDK's types
 (``mapping``); the SDK keeps everything of the protocol (the JSON-RPC and
 HTTP+JSON dispatchers, 0.3 compatibility, request validation, errors,
-server-sent events). Streams follow the task's event log (``stream``),
-so any process can serve any task's stream.
+server-sent events). Streams follow the task's event log through the
+process's event hub (``stream``), so any process can serve any task's
+stream, and a task's log is read once per poll however many follow it.
 
 A message without a task id starts a task (``messages.task_request``),
 which a worker runs at once, to its end or its next approval, with nothing
@@ -32,7 +33,8 @@ kept by ``PushConfigs`` (``registry.a2a.pushconfigs``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Protocol
 
 from a2a.server.context import ServerCallContext
@@ -151,8 +153,9 @@ class TaskRequestHandler(RequestHandler):
         task = await self._task(caller, context, task_id)
         yield task
         if not pauses(task):
-            async for event in self._follow(caller, context, task_id, after):
-                yield event
+            async with aclosing(self._follow(caller, context, task_id, after)) as followed:
+                async for event in followed:
+                    yield event
 
     async def _accept(self, params: SendMessageRequest, context: ServerCallContext) -> tuple[str, int]:
         """Start the task the message asks for, or decide the action of the
@@ -256,23 +259,27 @@ class TaskRequestHandler(RequestHandler):
                 f"task {params.id} is {TaskState.Name(task.status.state)}: nothing more will happen to it"
             )
         yield task
-        async for event in self._follow(caller, context, params.id, after):
-            yield event
+        # Closed with the stream (its client gone), so the hub stops feeding it at once.
+        async with aclosing(self._follow(caller, context, params.id, after)) as followed:
+            async for event in followed:
+                yield event
 
     async def _follow(
         self, caller: Caller, context: ServerCallContext, task_id: str, after: int
-    ) -> AsyncIterator[Event]:
-        """The task's events after entry ``after``, until one ends the stream."""
+    ) -> AsyncGenerator[Event, None]:
+        """The task's events after entry ``after``, until one ends the stream
+        (or the log ends, or the hub drops this follower for not reading)."""
         translation = Translation(
             task_id,
             status_of=lambda status: self._entry_status(caller, task_id, status),
             artifact_of=lambda artifact_id: self._artifact(caller, context, task_id, artifact_id),
         )
-        async for entry in self._events.follow(task_id, after):
-            for event in await translation.events(entry):
-                yield event
-                if pauses(event):
-                    return
+        async with aclosing(self._events.follow(task_id, after)) as entries:
+            async for entry in entries:
+                for event in await translation.events(entry):
+                    yield event
+                    if pauses(event):
+                        return
 
     # --- reading tasks back ------------------------------------------------------------------
 

@@ -28,8 +28,9 @@ from registry.a2a.access import CallContextBuilder, Guard, Tokens
 from registry.a2a.cards import PREFIX, CardFacts, CardOptions, card_routes
 from registry.a2a.handler import PushConfigs, TaskRequestHandler
 from registry.a2a.messages import Limits
-from registry.a2a.stream import PolledLog, TaskEvents
+from registry.a2a.stream import HubEvents
 from registry.client import RegistryClient
+from registry.protocol.hub import EventHub
 from registry.protocol.service import TaskService
 from registry.settings import Settings
 
@@ -48,15 +49,16 @@ def a2a_routes(
     registry: RegistryClient,
     settings: Settings,
     *,
+    hub: EventHub,
     push_configs: PushConfigs | None = None,
-    events: TaskEvents | None = None,
 ) -> list[BaseRoute]:
     """A2A over ``service``'s tasks, with cards of ``settings.agents_release``
     from ``registry``; push notifications when ``push_configs`` keeps their
-    configurations; streams from ``events`` (default: the store's log, polled)."""
+    configurations; streams fed by ``hub``, the process's poller of the task
+    logs, which must be the one ``create_asgi_app`` runs (give it the same)."""
     handler = TaskRequestHandler(
         service,
-        events=events or PolledLog(service.store),
+        events=HubEvents(hub, service.store),
         limits=Limits(text_bytes=settings.max_request_bytes, file_bytes=settings.agents_max_artifact_bytes),
         push_configs=push_configs,
     )

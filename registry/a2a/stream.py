@@ -1,9 +1,13 @@
 """A task's event log (``registry.protocol.events``) as A2A's stream.
 
-``TaskEvents`` is where entries come from as they are appended: ``PolledLog``
-reads the store, waiting ``interval`` between empty reads and holding no
-thread while it waits (a read runs in a worker thread for its duration
-only). The service's SSE hub can stand in for it, with the same two calls.
+``TaskEvents`` is where entries come from as they are appended. The service
+serves it from the process's ``EventHub`` (``registry.protocol.hub``), the
+one that feeds the Agent Protocol's SSE route too (``HubEvents``): a stream
+is a subscription of the hub, so however many streams follow a task (and
+however many follow it over either protocol) the process reads its log
+once per poll interval, and a stream whose client stopped reading is
+dropped when its bounded buffer is full, as the hub drops any subscriber.
+A stream holds no thread while it waits.
 
 ``Translation`` turns each entry into A2A's events, reading what an entry
 only names: a ``state`` entry becomes a ``TaskStatusUpdateEvent`` (with the
@@ -17,20 +21,18 @@ stored before the ``state`` entry that says the task waits.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol
 
 from a2a.server.events import Event
 from a2a.types import Artifact, Task, TaskArtifactUpdateEvent, TaskStatus, TaskStatusUpdateEvent
 
 from registry.a2a import mapping
+from registry.a2a.faults import call
 from registry.protocol import events
+from registry.protocol.hub import EventHub
 from registry.protocol.records import ArtifactRecord, TaskEvent
 from registry.protocol.store import TaskStore
-
-POLL_SECONDS = 0.25
-BATCH = 200
 
 
 class TaskEvents(Protocol):
@@ -40,35 +42,30 @@ class TaskEvents(Protocol):
         """The number of the task's last entry (0 for none)."""
         ...
 
-    def follow(self, task_id: str, after: int) -> AsyncIterator[TaskEvent]:
-        """The entries numbered above ``after``, then each as it is appended, without end."""
+    def follow(self, task_id: str, after: int) -> AsyncGenerator[TaskEvent, None]:
+        """The entries numbered above ``after``, then each as it is appended,
+        until the log's last entry, or until the follower is dropped for
+        not taking them (the stream then ends early; its client subscribes
+        again). Close it (``contextlib.aclosing``) to stop following."""
         ...
 
 
-class PolledLog:
-    """``TaskEvents`` over the store, read every ``interval`` seconds while nothing is new."""
+class HubEvents:
+    """``TaskEvents`` from ``hub``, the process's poller of ``store``'s task logs.
 
-    def __init__(self, store: TaskStore, *, interval: float = POLL_SECONDS, batch: int = BATCH) -> None:
+    The hub must be the one the ASGI application's lifespan runs
+    (``registry.protocol.asgi.create_asgi_app(..., hub=hub)``), on the
+    event loop the streams are served on."""
+
+    def __init__(self, hub: EventHub, store: TaskStore) -> None:
+        self._hub = hub
         self._store = store
-        self._interval = interval
-        self._batch = batch
 
     async def position(self, task_id: str) -> int:
-        after = 0
-        while True:
-            page = await asyncio.to_thread(self._store.events_after, task_id, after, limit=self._batch)
-            if not page:
-                return after
-            after = page[-1].seq
+        return await call(self._store.last_event, task_id)
 
-    async def follow(self, task_id: str, after: int) -> AsyncIterator[TaskEvent]:
-        while True:
-            page = await asyncio.to_thread(self._store.events_after, task_id, after, limit=self._batch)
-            for entry in page:
-                yield entry
-                after = entry.seq
-            if len(page) < self._batch:
-                await asyncio.sleep(self._interval)
+    def follow(self, task_id: str, after: int) -> AsyncGenerator[TaskEvent, None]:
+        return self._hub.follow(task_id, after)
 
 
 StatusOf = Callable[[str], Awaitable[TaskStatus | None]]

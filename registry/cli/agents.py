@@ -150,7 +150,7 @@ def agents_serve_command(args: argparse.Namespace, settings: Settings, library: 
     options are checked once here, before the workers start, so that a
     mistake is one line now rather than a failure in every worker."""
     from registry.protocol.app import create_app, database_url
-    from registry.protocol.asgi import create_asgi_app
+    from registry.protocol.asgi import create_asgi_app, event_hub
     from registry.protocol.server import AgentProtocolServer
 
     _check_options(args)
@@ -162,8 +162,11 @@ def agents_serve_command(args: argparse.Namespace, settings: Settings, library: 
         executor, client = _executor(args, settings, library)
         flask_app = create_app(settings, executor=executor, registry=client)
         service = flask_app.extensions["agent_protocol.service"]
-        # A2A (its cards, JSON-RPC and HTTP+JSON) over the same tasks, before the Flask routes.
-        return create_asgi_app(flask_app, settings, routes=a2a_routes(service, client, settings))
+        # A2A (its cards, JSON-RPC and HTTP+JSON) over the same tasks, before
+        # the Flask routes; its streams and the Agent Protocol's share one hub.
+        hub = event_hub(flask_app, settings)
+        routes = a2a_routes(service, client, settings, hub=hub)
+        return create_asgi_app(flask_app, settings, routes=routes, hub=hub)
 
     logging.getLogger("registry").info(
         "Agent Protocol service: agents from %s, tasks in %s",

@@ -5,7 +5,7 @@
 
     # With routes of another package (A2A's) that stream tasks' events too:
     hub = event_hub(flask, settings)
-    app = create_asgi_app(flask, settings, routes=a2a_routes(flask, hub), hub=hub)
+    app = create_asgi_app(flask, settings, routes=a2a_routes(service, client, settings, hub=hub), hub=hub)
 
 Starlette in front, on the worker's event loop:
 
@@ -28,10 +28,11 @@ Who calls and what they may see is decided as the Flask routes decide it
 (``api.caller_for``, ``TaskService.get_task``); errors are the same RFC 9457
 problems (``registry.web.problems``). ``app.state.event_hub`` and
 ``app.state.task_service`` are the hub and the service, for routes that
-stream a task's events too (``hub.subscribe(task_id, after)`` on the event
-loop, then ``await subscription.next()`` until None; ``hub.unsubscribe``
-when the reader goes). The lifespan runs the hub's poller, and closes the
-service and its store at shutdown.
+stream a task's events too (``hub.follow(task_id, after)`` on the event
+loop; A2A's streams take the hub as ``a2a_routes``' argument instead). The
+lifespan runs the hub's poller, and closes the service and its store at
+shutdown: a hub given to other routes must be the one given here, or no
+poller feeds them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from datetime import datetime, timezone
 from typing import cast
 
@@ -172,12 +173,9 @@ class TaskEvents:
     async def _events(self, task_id: str, after: int, *, finished: bool) -> AsyncIterator[bytes]:
         # Subscribed once the stream starts: a response that never starts (its
         # client gone first) leaves nothing behind in the hub.
-        subscription = self._hub.subscribe(task_id, after, finished=finished)
-        try:
-            while (event := await subscription.next()) is not None:
+        async with aclosing(self._hub.follow(task_id, after, finished=finished)) as entries:
+            async for event in entries:
                 yield self._encoded(event)
-        finally:
-            self._hub.unsubscribe(subscription)
 
     def _encoded(self, event: TaskEvent) -> bytes:
         """The entry as one server-sent event, made once for all its subscribers."""

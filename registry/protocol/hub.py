@@ -24,6 +24,14 @@ its queue emptied, rather than held in memory or allowed to slow the
 others. Nothing is lost by that: the log is durable, and the client
 resumes after the last entry it got (``Last-Event-ID``).
 
+Two kinds of subscriber follow one hub: the Agent Protocol's SSE route
+(``registry.protocol.asgi``) and A2A's streamed operations
+(``registry.a2a.stream``), which end their streams sooner when they read
+an entry that ends them (an ``input-required`` state). Either takes the
+entries with ``follow`` (or ``subscribe``, ``Subscription.next`` and
+``unsubscribe``), so however many streams watch a task, its log is read
+once per poll interval in the process.
+
 A subscription ends after the task's last entry: an ``outcome``, or a
 ``state`` entry of a finished task once a poll finds nothing after it
 (state and outcome are appended together). A subscription to a task that
@@ -37,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import AsyncGenerator, Collection
 from typing import Protocol
 
 import anyio
@@ -115,7 +123,8 @@ class EventHub:
 
     ``run`` is the poller: start it once, on the event loop the
     subscriptions are made on (the ASGI application's lifespan does), and
-    cancel it to stop. ``subscribe`` and ``unsubscribe`` are called on that loop."""
+    cancel it to stop. ``subscribe``, ``unsubscribe`` and ``follow`` are
+    called on that loop: a subscription made where no poller runs gets nothing."""
 
     def __init__(
         self,
@@ -162,6 +171,19 @@ class EventHub:
             subscriptions.remove(subscription)
         if not subscriptions:
             self._tasks.pop(subscription.task_id, None)
+
+    async def follow(self, task_id: str, after: int, *, finished: bool = False) -> AsyncGenerator[TaskEvent, None]:
+        """The task's entries after entry ``after``, as a subscription (``subscribe``)
+        hands them, until it ends (the log's end, the subscriber dropped, the
+        server stopping). Subscribed at the first entry asked for, unsubscribed
+        when the iteration stops: close the iterator (``contextlib.aclosing``)
+        to stop following at once rather than when it is collected."""
+        subscription = self.subscribe(task_id, after, finished=finished)
+        try:
+            while (event := await subscription.next()) is not None:
+                yield event
+        finally:
+            self.unsubscribe(subscription)
 
     async def run(self) -> None:
         """Poll the store for every task with subscribers, until cancelled;

@@ -399,6 +399,14 @@ class TaskStore:
             ).all()
         return [TaskEvent(**row._mapping) for row in rows]
 
+    def last_event(self, task_id: str) -> int:
+        """The number of the task's last entry; 0 when its log is empty."""
+        with self._transaction() as db:
+            last = db.execute(
+                select(func.coalesce(func.max(task_events.c.seq), 0)).where(task_events.c.task_id == task_id)
+            ).scalar_one()
+        return int(last)
+
     def events_in(self, windows: Collection[tuple[str, int]], *, batch: int) -> list[TaskEvent]:
         """The entries of several tasks in one query: for each ``(task_id,
         after)`` of ``windows``, the task's entries numbered ``after + 1`` to

@@ -72,10 +72,14 @@ def jsonrpc(
     return answer
 
 
-def sse_results(url: str, method: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The results of a streamed JSON-RPC call, as JSON, each as it comes."""
+def sse_results(
+    url: str, method: str, params: dict[str, Any], *, version: str | None = "1.0"
+) -> Iterator[dict[str, Any]]:
+    """The results of a streamed JSON-RPC call, as JSON, each as it comes;
+    ``version`` None sends no A2A-Version header (a client of 0.3)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    with httpx.stream("POST", url, json=body, headers={"A2A-Version": "1.0"}, timeout=TIMEOUT) as answer:
+    headers = {"A2A-Version": version} if version else {}
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=TIMEOUT) as answer:
         for line in answer.iter_lines():
             if line.startswith("data:"):
                 found: dict[str, Any] = json.loads(line[5:])

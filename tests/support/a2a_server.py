@@ -2,11 +2,11 @@
 
     python -m tests.support.a2a_server --port N --repo PATH --data DIR --replies FILE [options]
 
-It serves ``a2a_routes`` over the Agent Protocol service of ``agents
-serve`` (the Flask application, mounted at the root through a2wsgi, so the
-same tasks answer ``/ap/v1/agent/...`` and artifact links resolve), running
-agents of the library at ``--repo`` with a scripted model and one tool,
-``lookup``. ``A2AServer`` starts it on a free port and stops it by its PID.
+It serves ``a2a_routes`` over the Agent Protocol service as ``agents
+serve`` wires them (``create_asgi_app``: the Flask routes behind, so the
+same tasks answer ``/ap/v1/agent/...`` and artifact links resolve, and one
+event hub feeding the streams of both protocols), running agents of the
+library at ``--repo`` with a scripted model and one tool, ``lookup``. ``A2AServer`` starts it on a free port and stops it by its PID.
 """
 
 from __future__ import annotations
@@ -15,19 +15,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import uvicorn
-from a2wsgi import WSGIMiddleware
 from starlette.applications import Starlette
-from starlette.routing import Mount
-from starlette.types import ASGIApp
 
 from registry.a2a.routes import a2a_routes
 from registry.client import RegistryClient
 from registry.executor import Executor, PythonTools, ScriptedModel
 from registry.protocol.app import create_app
+from registry.protocol.asgi import create_asgi_app, event_hub
 from registry.serving.app import create_app as create_registry_app
 from registry.settings import Settings
 from tests.support.ports import free_port
@@ -51,13 +49,12 @@ def build(options: argparse.Namespace) -> Starlette:
         api_tokens=tuple(options.api_token),
         agents_release=options.release,
         agents_max_artifact_bytes=options.max_artifact_bytes,
+        agents_events_buffer=options.events_buffer,
     )
     protocol = create_app(settings, executor=executor, registry=client)
     service = protocol.extensions["agent_protocol.service"]
-    # a2wsgi's and Flask's own types of a WSGI application and of an ASGI one
-    # disagree with Starlette's on details (Environ, StartResponse), not in use.
-    agent_protocol = cast(ASGIApp, WSGIMiddleware(cast(Any, protocol)))
-    return Starlette(routes=[*a2a_routes(service, client, settings), Mount("", app=agent_protocol)])
+    hub = event_hub(protocol, settings)
+    return create_asgi_app(protocol, settings, routes=a2a_routes(service, client, settings, hub=hub), hub=hub)
 
 
 def main(argv: list[str]) -> None:
@@ -70,6 +67,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--require-approval", action="append", default=[])
     parser.add_argument("--api-token", action="append", default=[])
     parser.add_argument("--max-artifact-bytes", type=int, default=10 * 1024 * 1024)
+    parser.add_argument("--events-buffer", type=int, default=Settings.agents_events_buffer)
     options = parser.parse_args(argv)
     uvicorn.run(build(options), host="127.0.0.1", port=options.port, log_level="warning")
 
