@@ -53,6 +53,10 @@ the last repeats until it is back, as DBOS waits for its own tables."""
 _T = TypeVar("_T")
 
 
+LISTENER_POLL_SECONDS = 0.05
+"""DBOS's notification listener interval: an idle sleep, and the bound on a worker's stop."""
+
+
 class Next(str, Enum):
     """What the service says after a step: go on, stop the segment, or try again later."""
 
@@ -249,6 +253,10 @@ class RunEngine:
                 "executor_id": self.worker_id,
                 "application_version": APPLICATION_VERSION,
                 "log_level": "WARNING",
+                # Its listener sleeps this long between looks at waiters we
+                # never have (no recv, no events), and DBOS.destroy joins it:
+                # at the default 1 s every worker took a second to stop.
+                "notification_listener_polling_interval_sec": LISTENER_POLL_SECONDS,
             }
         )
         DBOS.launch()
