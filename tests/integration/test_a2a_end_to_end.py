@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,6 +35,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from a2a.types import GetTaskRequest, StreamResponse, SubscribeToTaskRequest, Task, TaskState
 
 from registry.a2a.mapping import plain, struct_plain
@@ -44,10 +47,11 @@ from tests.support.agent_workers import (
     Rig,
     act,
     answer,
+    fleet,
     rig,
     wait_until,
 )
-from tests.support.servers import RegistryProcess, clean_environment
+from tests.support.servers import REPOSITORY, RegistryProcess, clean_environment
 from tests.support.sse import Message, parse
 from tests.support.ui_pages import valid_html
 from tests.support.waits import LATE
@@ -232,3 +236,38 @@ def test_a_task_sent_over_a2a_waits_for_the_ui_outlives_a_killed_worker_and_stre
     page = httpx.get(f"{ui.base}/ui/tasks/{task_id}", timeout=30).text
     assert "data-task-state>completed</span>" in page and ANSWER in page
     assert re.findall(r"ran on <code>([^<]+)</code>", page) == [first.worker_id, second.worker_id]
+
+
+# --- the README's example ----------------------------------------------------------------
+
+THINKING_SECONDS = 8
+"""How long the model takes over the README's draft here: longer than the
+5 s that the SDK's default HTTP client waits for the next byte of a stream,
+as a real model's answer may."""
+README_URL = "http://localhost:8090"
+
+
+def readme_a2a_example() -> str:
+    """The Python of the README's A2A section, as a reader copies it."""
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"The same service answers \[A2A\].*?```python\n(.*?)```", readme, re.S)
+    assert found and README_URL in found.group(1)
+    return found.group(1)
+
+
+def test_the_readme_s_a2a_example_follows_a_task_of_a_slow_model_to_its_end(tmp_path: Path) -> None:
+    # The README's command, with its replies file taking the time a real model takes.
+    replies = yaml.safe_load((REPOSITORY / "library/replies/gated_answer.yml").read_text(encoding="utf-8"))
+    replies[0]["delay"] = THINKING_SECONDS
+    (tmp_path / "replies.yml").write_text(yaml.safe_dump(replies), encoding="utf-8")
+    with fleet(tmp_path / "logs", cwd=tmp_path) as made:
+        server = made.server("--example", "--model", "scripted:replies.yml", "--data-dir", str(tmp_path / "data"))
+        made.start(server)
+        example = readme_a2a_example().replace(README_URL, server.base)
+        ran = subprocess.run(
+            [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=WAIT_SECONDS
+        )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    states = re.findall(r"state: (TASK_STATE_\w+)", ran.stdout)
+    assert states[0] == "TASK_STATE_SUBMITTED" and states[-1] == "TASK_STATE_COMPLETED", states
+    assert 'name: "answer.md"' in ran.stdout and "Open Settings, then Profile" in ran.stdout
