@@ -232,9 +232,10 @@ def test_a_task_sent_over_a2a_waits_for_the_ui_outlives_a_killed_worker_and_stre
     assert [(c.pid, c.tool) for c in service.tool_calls() if c.argument == JOB] == [(first.pid, "job_log")]
     asked_first, killed_call, again = service.model_calls(PIPELINE)
     assert again == killed_call != asked_first
-    # The UI shows the task over, with its answer and the worker of each step.
+    # The UI shows the task over, with its answer, the approval and the worker of each step.
     page = httpx.get(f"{ui.base}/ui/tasks/{task_id}", timeout=30).text
     assert "data-task-state>completed</span>" in page and ANSWER in page
+    assert '<p class="decided">Decided: <strong>approved</strong></p>' in page
     assert re.findall(r"ran on <code>([^<]+)</code>", page) == [first.worker_id, second.worker_id]
 
 
