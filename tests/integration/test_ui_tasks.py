@@ -6,6 +6,7 @@ tests/browser/test_ui_browser.py."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,8 @@ from tests.support.ui_pages import csrf, page
 
 
 class AgentServer(RegistryProcess):
-    def create_task(self, **inputs: Any) -> str:
-        body = {"additional_input": {"agent": "assistant/react_text", "inputs": inputs}}
+    def create_task(self, mode: str = "stepped", **inputs: Any) -> str:
+        body = {"additional_input": {"agent": "assistant/react_text", "mode": mode, "inputs": inputs}}
         created = httpx.post(self.base + "/ap/v1/agent/tasks", json=body, timeout=30)
         assert created.status_code == 200, created.text
         return str(created.json()["task_id"])
@@ -142,3 +143,34 @@ def test_an_approve_or_reject_decision_never_shows_the_arguments_it_was_sent(
     assert ran in text
     shown = re.search(rf"<p>Decision: <strong>{decision}</strong>(.*?)</p>", text, re.S)
     assert shown and "arguments" not in shown.group(1) and "99" not in shown.group(1), text
+
+
+def wait_for_status(agents: AgentServer, task: str, status: str) -> None:
+    for _ in range(600):
+        if httpx.get(f"{agents.base}/ap/v1/agent/tasks/{task}", timeout=30).json()["status"] == status:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"task {task} never became {status}")
+
+
+REASON = "do not read the jobs"
+"""What the triage agent's script answers a rejection for."""
+
+
+def test_a_decision_on_a_background_task_is_shown_on_the_step_that_proposed_the_action(
+    agents: AgentServer, ui: FlaskClient
+) -> None:
+    # A background task's next step is its worker's: it carries no decision of
+    # its own, so the page says what was decided beside what was proposed.
+    task = agents.create_task("background", pipeline_id=7, question="Why?")
+    wait_for_status(agents, task, "waiting_for_input")
+    form = page(ui, f"/ui/tasks/{task}")
+    decided = ui.post(
+        f"/ui/tasks/{task}/steps", data={"csrf_token": csrf(form), "decision": "reject", "reason": REASON}
+    )
+    assert decided.status_code == 302, decided.get_data(as_text=True)[:1000]
+    wait_for_status(agents, task, "completed")
+    text = page(ui, f"/ui/tasks/{task}")
+    after_the_proposal = re.search(r"<p>Proposed: <code>list_jobs</code>.*?</p>\s*(<p[^>]*>.*?</p>)", text, re.S)
+    assert after_the_proposal, text
+    assert after_the_proposal.group(1) == f'<p class="decided">Decided: <strong>rejected</strong> ({REASON})</p>'

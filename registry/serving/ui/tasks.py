@@ -107,7 +107,9 @@ class TasksClient:
         return listing
 
     def task_view(self, task_id: str) -> dict[str, Any]:
-        """The task, its steps (all pages), its actions and its artifacts."""
+        """The task, its steps (all pages), its actions, the one pending and
+        the decided ones by id (a background task's steps carry no decision:
+        its worker, not the user, posts them)."""
         task = self._call("GET", f"/ap/v1/agent/tasks/{_id(task_id)}")
         steps: list[dict[str, Any]] = []
         page = 1
@@ -119,7 +121,8 @@ class TasksClient:
             page += 1
         actions = self._call("GET", f"/ap/v1/agent/tasks/{_id(task_id)}/actions")["actions"]
         pending = next((a for a in actions if a["status"] == "pending"), None)
-        return {"task": task, "steps": steps, "actions": actions, "pending": pending}
+        decisions = {a["action_id"]: a for a in actions if a["status"] != "pending"}
+        return {"task": task, "steps": steps, "actions": actions, "pending": pending, "decisions": decisions}
 
     def step(self, task_id: str, additional_input: dict[str, Any]) -> dict[str, Any]:
         step: dict[str, Any] = self._call(
