@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.conftest import LONGEST_FIRST
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -34,3 +36,10 @@ def test_no_test_module_imports_another() -> None:
         if (imported := _imported_test_modules(path))
     }
     assert offenders == {}
+
+
+def test_each_module_named_to_run_first_exists() -> None:
+    """A module renamed or deleted would silently fall back into the queue
+    (its new name last among the slow ones)."""
+    assert [name for name in LONGEST_FIRST if not (TESTS / name).is_file()] == []
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
