@@ -26,7 +26,9 @@ than held for an action its sender has not seen.
 ``message/send`` waits for the task to finish or to need its client, up to
 ``wait_seconds`` (``returnImmediately`` answers at once); a streamed send
 and a resubscription end there too. Push notification configurations are
-kept by ``PushConfigs`` (``registry.a2a.pushconfigs``).
+kept by ``PushConfigs`` (``registry.a2a.pushrequests``); a configuration
+sent with a message is checked before its task is created and kept just
+after, and is then sent the task as it is (``registry.a2a.pushnotifier``).
 """
 
 from __future__ import annotations
@@ -77,8 +79,6 @@ from registry.protocol.records import ArtifactRecord, TaskRecord
 from registry.protocol.service import Caller, Page, TaskService
 from registry.protocol.states import TASK_FINISHED
 
-INLINE_BYTES = 64 * 1024
-"""A file up to this size travels in the answer as bytes; a larger one as a URL to fetch."""
 WAIT_SECONDS = 30.0
 ARTIFACTS_SHOWN = 1000
 CANCEL_TRIES = 5
@@ -93,8 +93,17 @@ class PushConfigs(Protocol):
     (``NotFound`` for an unknown configuration, ``InvalidRequest`` for a
     refused URL)."""
 
+    def check(self, config: TaskPushNotificationConfig) -> None:
+        """Refuse (``InvalidRequest``) what ``set`` would refuse of the
+        configuration itself (its URL, id, token or key): called before a
+        message's task is created, so that a refused configuration leaves
+        no task running behind it."""
+        ...
+
     def set(self, caller: Caller, task_id: str, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
-        """Keep ``config`` for the task (a new id when it has none); the configuration as kept."""
+        """Keep ``config`` for the task (its id when it has none); the
+        configuration as kept. From then on, the task's changes are sent to
+        it, beginning with the task as it is once it is kept."""
         ...
 
     def get(self, caller: Caller, task_id: str, config_id: str) -> TaskPushNotificationConfig: ...
@@ -175,10 +184,13 @@ class TaskRequestHandler(RequestHandler):
             await self._decide(caller, message.task_id, decision)
             return message.task_id, after
         request = messages.task_request(message, endpoint_agent=agent_of(context), limits=self._limits)
-        if params.configuration.HasField("task_push_notification_config"):
-            self._push_configured()
+        pushed = params.configuration.HasField("task_push_notification_config")
+        if pushed:
+            await call(self._push_configured().check, params.configuration.task_push_notification_config)
         task = await call(self._service.create_task, caller, request.body(), files=request.uploads)
-        if params.configuration.HasField("task_push_notification_config"):
+        if pushed:
+            # Kept once the task is, which a worker may have moved on meanwhile:
+            # ``set`` sends the task as it is then, so no change is missed.
             config = TaskPushNotificationConfig()
             config.CopyFrom(params.configuration.task_push_notification_config)
             config.task_id = task.task_id
@@ -321,10 +333,9 @@ class TaskRequestHandler(RequestHandler):
 
     async def _file(self, caller: Caller, context: ServerCallContext, record: ArtifactRecord) -> Artifact:
         data = None
-        if record.size <= INLINE_BYTES or (record.agent_created and record.file_name == mapping.ANSWER_FILE):
+        if mapping.inline(record):
             _, data = await call(self._service.artifact, caller, record.task_id, record.artifact_id)
-        url = f"{base_url_of(context)}/ap/v1/agent/tasks/{record.task_id}/artifacts/{record.artifact_id}"
-        return mapping.artifact(record, data, url=url)
+        return mapping.artifact(record, data, url=base_url_of(context) + mapping.artifact_path(record))
 
     # --- push notifications ------------------------------------------------------------------
 
