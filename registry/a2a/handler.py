@@ -27,8 +27,9 @@ than held for an action its sender has not seen.
 ``wait_seconds`` (``returnImmediately`` answers at once); a streamed send
 and a resubscription end there too. Push notification configurations are
 kept by ``PushConfigs`` (``registry.a2a.pushrequests``); a configuration
-sent with a message is checked before its task is created and kept just
-after, and is then sent the task as it is (``registry.a2a.pushnotifier``).
+sent with a message is checked before anything changes, kept once the task
+is created (or the decision taken), and then sent the task as it is
+(``registry.a2a.pushnotifier``).
 """
 
 from __future__ import annotations
@@ -174,6 +175,10 @@ class TaskRequestHandler(RequestHandler):
             )
         caller = caller_of(context)
         message = params.message
+        pushed = params.configuration.HasField("task_push_notification_config")
+        if pushed:
+            # Refused before anything changes: a refused configuration leaves no task behind.
+            await call(self._push_configured().check, params.configuration.task_push_notification_config)
         if message.task_id:
             if message.context_id and message.context_id != message.task_id:
                 raise messages.invalid(
@@ -182,20 +187,20 @@ class TaskRequestHandler(RequestHandler):
             decision = messages.decision(message, limits=self._limits)
             after = await self._events.position(message.task_id)
             await self._decide(caller, message.task_id, decision)
-            return message.task_id, after
-        request = messages.task_request(message, endpoint_agent=agent_of(context), limits=self._limits)
-        pushed = params.configuration.HasField("task_push_notification_config")
+            task_id = message.task_id
+        else:
+            request = messages.task_request(message, endpoint_agent=agent_of(context), limits=self._limits)
+            task_id = (await call(self._service.create_task, caller, request.body(), files=request.uploads)).task_id
+            after = 0
         if pushed:
-            await call(self._push_configured().check, params.configuration.task_push_notification_config)
-        task = await call(self._service.create_task, caller, request.body(), files=request.uploads)
-        if pushed:
-            # Kept once the task is, which a worker may have moved on meanwhile:
-            # ``set`` sends the task as it is then, so no change is missed.
+            # Kept once the task is (or once the decision is taken), and a worker
+            # may have moved the task on meanwhile: ``set`` sends the task as it
+            # is then, and every change after, so the receiver misses none.
             config = TaskPushNotificationConfig()
             config.CopyFrom(params.configuration.task_push_notification_config)
-            config.task_id = task.task_id
-            await call(self._push_configured().set, caller, task.task_id, config)
-        return task.task_id, 0
+            config.task_id = task_id
+            await call(self._push_configured().set, caller, task_id, config)
+        return task_id, after
 
     async def _decide(self, caller: Caller, task_id: str, decision: messages.Decision) -> None:
         """``decision`` on the task's pending action; with none pending, an

@@ -51,13 +51,14 @@ AGENT = "assistant/react_text"
 
 APPROVED = 301
 HELD = 303
+DECIDED = 311
 OTHER_OWNER = 305
 RETRIED = 307
 UNREACHED = 309
 REPLIES: list[dict[str, Any]] = [
     # job_log waits for an approval (--require-approval job_log).
     {
-        "when": f"^Pipeline ({APPROVED}|{HELD}|{OTHER_OWNER}) failed",
+        "when": f"^Pipeline ({APPROVED}|{HELD}|{DECIDED}|{OTHER_OWNER}) failed",
         "content": act("job_log", job_id=1),
         "repeat": True,
     },
@@ -100,8 +101,14 @@ def start(
     return asyncio.run(_send(server, request, token=token))
 
 
-def decide(server: AgentServer, task_id: str, decision: str = "approve") -> None:
-    asyncio.run(_send(server, user_message(data({"decision": decision}), task_id=task_id), token=TOKEN_A))
+def decide(
+    server: AgentServer, task_id: str, *, token: str = TOKEN_A, push: TaskPushNotificationConfig | None = None
+) -> None:
+    """Approve the task's pending action, with ``push`` in the message's configuration."""
+    request = user_message(data({"decision": "approve"}), task_id=task_id)
+    if push is not None:
+        request.configuration.task_push_notification_config.CopyFrom(push)
+    asyncio.run(_send(server, request, token=token))
 
 
 async def _send(server: AgentServer, request: SendMessageRequest, *, token: str) -> Task:
@@ -240,6 +247,17 @@ def test_a_configuration_set_on_a_waiting_task_answers_its_key_once_and_the_canc
     assert with_client(runs.front, delete) == []
 
 
+def test_a_configuration_sent_with_a_decision_is_kept_on_the_task_it_decides(runs: Rig, tmp_path: Path) -> None:
+    task = start(runs.front, DECIDED)
+    wait_until(lambda: get_task(runs.front, task.id).status.state == TaskState.TASK_STATE_INPUT_REQUIRED, "the wait")
+    with PushReceiver(tmp_path) as receiver:
+        decide(runs.front, task.id, push=receiving(receiver, "decided"))
+        wait_until(lambda: "TASK_STATE_COMPLETED" in states(receiver), "a completed notification")
+        received = receiver.received()
+    assert all(verified(entry, KEY) for entry in received)
+    assert [body["task"]["id"] for body in notifications(receiver) if "task" in body] == [task.id]
+
+
 def test_every_push_operation_on_another_owners_task_is_task_not_found(runs: Rig) -> None:
     task = start(runs.front, OTHER_OWNER)
     config = TaskPushNotificationConfig(task_id=task.id, id="theirs", url="http://127.0.0.1:9/hook")
@@ -259,6 +277,9 @@ def test_every_push_operation_on_another_owners_task_is_task_not_found(runs: Rig
     for call in calls:
         with pytest.raises(TaskNotFoundError):
             with_client(runs.front, call, token=TOKEN_B)
+    pushed = TaskPushNotificationConfig(id="by-b", url="http://127.0.0.1:9/hook")
+    with pytest.raises(TaskNotFoundError):
+        decide(runs.front, task.id, token=TOKEN_B, push=pushed)
     with pytest.raises(TaskNotFoundError):
         with_client(
             runs.front,
