@@ -17,9 +17,13 @@ format, its server-sent events. This package owns what it serves:
   unless the operator allows a network), checked again at each send;
 - ``pushconfigs``: the configurations a client sets per task, in the task
   store's ``push_configs`` table;
-- ``push``: the signed (HMAC), retried deliveries.
+- ``push``: the signed (HMAC), retried deliveries;
+- ``pushrequests``: A2A's push configuration operations over ``pushconfigs``
+  (``handler`` reaches them through its small ``PushConfigs`` protocol);
+- ``pushnotifier``: what a task's changes send, from the process that made
+  them (a listener of the service's task log), and the task as it is to a
+  configuration just set.
 
-``handler`` reaches ``pushconfigs`` through a small protocol.
 See docs/a2a.md.
 
 May import: ``registry.protocol`` (the tasks it serves), ``registry.client``

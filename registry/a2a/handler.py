@@ -27,7 +27,10 @@ than held for an action its sender has not seen.
 ``message/send`` waits for the task to finish or to need its client, up to
 ``wait_seconds`` (``returnImmediately`` answers at once); a streamed send
 and a resubscription end there too. Push notification configurations are
-kept by ``PushConfigs`` (``registry.a2a.pushconfigs``).
+kept by ``PushConfigs`` (``registry.a2a.pushrequests``); a configuration
+sent with a message is checked before anything changes, kept once the task
+is created (or the decision taken), and then sent the task as it is
+(``registry.a2a.pushnotifier``).
 """
 
 from __future__ import annotations
@@ -79,8 +82,6 @@ from registry.protocol.records import ArtifactRecord, TaskRecord
 from registry.protocol.service import Caller, Page, TaskService
 from registry.protocol.states import TASK_FINISHED
 
-INLINE_BYTES = 64 * 1024
-"""A file up to this size travels in the answer as bytes; a larger one as a URL to fetch."""
 WAIT_SECONDS = 30.0
 ARTIFACTS_SHOWN = 1000
 CANCEL_TRIES = 5
@@ -95,8 +96,17 @@ class PushConfigs(Protocol):
     (``NotFound`` for an unknown configuration, ``InvalidRequest`` for a
     refused URL)."""
 
+    def check(self, config: TaskPushNotificationConfig) -> None:
+        """Refuse (``InvalidRequest``) what ``set`` would refuse of the
+        configuration itself (its URL, id, token or key): called before a
+        message's task is created, so that a refused configuration leaves
+        no task running behind it."""
+        ...
+
     def set(self, caller: Caller, task_id: str, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
-        """Keep ``config`` for the task (a new id when it has none); the configuration as kept."""
+        """Keep ``config`` for the task (its id when it has none); the
+        configuration as kept. From then on, the task's changes are sent to
+        it, beginning with the task as it is once it is kept."""
         ...
 
     def get(self, caller: Caller, task_id: str, config_id: str) -> TaskPushNotificationConfig: ...
@@ -168,6 +178,10 @@ class TaskRequestHandler(RequestHandler):
             )
         caller = caller_of(context)
         message = params.message
+        pushed = params.configuration.HasField("task_push_notification_config")
+        if pushed:
+            # Refused before anything changes: a refused configuration leaves no task behind.
+            await call(self._push_configured().check, params.configuration.task_push_notification_config)
         if message.task_id:
             if message.context_id and message.context_id != message.task_id:
                 raise messages.invalid(
@@ -176,17 +190,20 @@ class TaskRequestHandler(RequestHandler):
             decision = messages.decision(message, limits=self._limits)
             after = await self._events.position(message.task_id)
             await self._decide(caller, message.task_id, decision)
-            return message.task_id, after
-        request = messages.task_request(message, endpoint_agent=agent_of(context), limits=self._limits)
-        if params.configuration.HasField("task_push_notification_config"):
-            self._push_configured()
-        task = await call(self._service.create_task, caller, request.body(), files=request.uploads)
-        if params.configuration.HasField("task_push_notification_config"):
+            task_id = message.task_id
+        else:
+            request = messages.task_request(message, endpoint_agent=agent_of(context), limits=self._limits)
+            task_id = (await call(self._service.create_task, caller, request.body(), files=request.uploads)).task_id
+            after = 0
+        if pushed:
+            # Kept once the task is (or once the decision is taken), and a worker
+            # may have moved the task on meanwhile: ``set`` sends the task as it
+            # is then, and every change after, so the receiver misses none.
             config = TaskPushNotificationConfig()
             config.CopyFrom(params.configuration.task_push_notification_config)
-            config.task_id = task.task_id
-            await call(self._push_configured().set, caller, task.task_id, config)
-        return task.task_id, 0
+            config.task_id = task_id
+            await call(self._push_configured().set, caller, task_id, config)
+        return task_id, after
 
     async def _decide(self, caller: Caller, task_id: str, decision: messages.Decision) -> None:
         """``decision`` on the task's pending action; with none pending, an
@@ -328,10 +345,9 @@ class TaskRequestHandler(RequestHandler):
 
     async def _file(self, caller: Caller, context: ServerCallContext, record: ArtifactRecord) -> Artifact:
         data = None
-        if record.size <= INLINE_BYTES or (record.agent_created and record.file_name == mapping.ANSWER_FILE):
+        if mapping.inline(record):
             _, data = await call(self._service.artifact, caller, record.task_id, record.artifact_id)
-        url = f"{base_url_of(context)}/ap/v1/agent/tasks/{record.task_id}/artifacts/{record.artifact_id}"
-        return mapping.artifact(record, data, url=url)
+        return mapping.artifact(record, data, url=base_url_of(context) + mapping.artifact_path(record))
 
     # --- push notifications ------------------------------------------------------------------
 

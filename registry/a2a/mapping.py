@@ -49,6 +49,8 @@ from registry.protocol.records import ActionRecord, ArtifactRecord, TaskEvent, T
 
 ANSWER_FILE = "answer.md"
 """The run's final answer, as the service stores it: served as a text part."""
+INLINE_BYTES = 64 * 1024
+"""A file up to this size travels in an answer as bytes; a larger one as a URL to fetch."""
 
 STATES: Mapping[str, TaskState] = {
     "created": TaskState.TASK_STATE_SUBMITTED,
@@ -144,6 +146,16 @@ def artifact(record: ArtifactRecord, data: bytes | None, *, url: str) -> Artifac
         }
     )
     return found
+
+
+def inline(record: ArtifactRecord) -> bool:
+    """Whether the file travels as its bytes (the answer always), not as a link."""
+    return record.size <= INLINE_BYTES or (record.agent_created and record.file_name == ANSWER_FILE)
+
+
+def artifact_path(record: ArtifactRecord) -> str:
+    """Where the Agent Protocol serves the file's bytes, below the service's address."""
+    return f"/ap/v1/agent/tasks/{record.task_id}/artifacts/{record.artifact_id}"
 
 
 def task(record: TaskRecord, status: TaskStatus, artifacts: list[Artifact]) -> Task:

@@ -17,7 +17,8 @@ by answering a byte at a time), 429 or a 5xx answer: after the
 ``Retry-After`` the receiver asks for (at most ``max_retry_after``), else
 after an exponential backoff with jitter. A redirect is not followed, and
 ends the notification like any other answer that is no success; the last
-failure is logged, with no secret, token or query string.
+failure is logged with the task and configuration ids and the URL without
+its query string: never the secret or the token.
 
 Every request carries (docs/a2a.md shows a receiver verifying them)::
 
@@ -259,7 +260,8 @@ class PushSender:
     def _deliver(self, client: httpx.Client, job: _Delivery) -> None:
         attempt = job.attempts + 1
         result = self._attempt(client, job)
-        where = _shown(job.config.url)
+        # Named by its task and configuration ids and its URL without the query: never its token or key.
+        where = f"configuration {job.config.config_id!r} ({_shown(job.config.url)})"
         if result.delivered:
             logger.debug("push notification %s delivered to %s", job.notification_id, where)
             return
@@ -269,8 +271,9 @@ class PushSender:
             if self._later(_Delivery(job.config, job.body, job.notification_id, attempt), delay):
                 asked = " (Retry-After)" if result.retry_after is not None else ""
                 logger.info(
-                    "push notification %s to %s: %s; attempt %d in %.1f s%s",
+                    "push notification %s for task %s to %s: %s; attempt %d in %.1f s%s",
                     job.notification_id,
+                    job.config.task_id,
                     where,
                     reason,
                     attempt + 1,

@@ -98,7 +98,7 @@ class PushConfigStore:
         new key of the server's. ``TaskNotFound`` when the task is not
         there or not ``owner``'s; ``InvalidRequest`` for an id or token out
         of bounds, or a task with ``max_per_task`` configurations already."""
-        _check_fields(config_id, token)
+        check_fields(config_id, token)
         config = PushConfig(
             config_id=config_id,
             task_id=task_id,
@@ -182,8 +182,10 @@ def _config(row: Row[Any]) -> PushConfig:
     return PushConfig(**fields)
 
 
-def _check_fields(config_id: str, token: str | None) -> None:
-    if not config_id or len(config_id) > MAX_CONFIG_ID_CHARS or not config_id.isprintable():
+def check_fields(config_id: str | None, token: str | None) -> None:
+    """``InvalidRequest`` for a configuration id or a token ``PushConfigStore.set``
+    refuses; ``config_id`` None: not known yet (the task's id, to come)."""
+    if config_id is not None and (not config_id or len(config_id) > MAX_CONFIG_ID_CHARS or not config_id.isprintable()):
         raise InvalidRequest(
             f"a push notification configuration's id must be 1 to {MAX_CONFIG_ID_CHARS} printable characters"
         )

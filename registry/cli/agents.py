@@ -157,15 +157,26 @@ def agents_serve_command(args: argparse.Namespace, settings: Settings, library: 
     url = database_url(settings)
 
     def build() -> Any:
+        from registry.a2a.pushnotifier import PushNotifier
+        from registry.a2a.pushrequests import StoredPushConfigs
         from registry.a2a.routes import a2a_routes
+        from registry.protocol.store import TaskStore
 
         executor, client = _executor(args, settings, library)
-        flask_app = create_app(settings, executor=executor, registry=client)
+        store = TaskStore(url)
+        # Told of every change this process makes to a task, from before its worker takes the first one.
+        notifier = PushNotifier(store, allowed=settings.push_networks)
+        try:
+            flask_app = create_app(settings, executor=executor, registry=client, store=store, listeners=[notifier])
+        except BaseException:
+            notifier.close(drain_seconds=0)
+            raise
         service = flask_app.extensions["agent_protocol.service"]
+        push = StoredPushConfigs(store, allowed=settings.push_networks, on_set=notifier.snapshot)
         # A2A (its cards, JSON-RPC and HTTP+JSON) over the same tasks, before
         # the Flask routes; its streams and the Agent Protocol's share one hub.
         hub = event_hub(flask_app, settings)
-        routes = a2a_routes(service, client, settings, hub=hub)
+        routes = a2a_routes(service, client, settings, hub=hub, push_configs=push)
         return create_asgi_app(flask_app, settings, routes=routes, hub=hub)
 
     logging.getLogger("registry").info(
@@ -182,6 +193,7 @@ def agents_worker_command(args: argparse.Namespace, settings: Settings, library:
     import signal
     import threading
 
+    from registry.a2a.pushnotifier import PushNotifier
     from registry.protocol.app import database_url
     from registry.protocol.service import TaskService
     from registry.protocol.store import TaskStore
@@ -192,7 +204,16 @@ def agents_worker_command(args: argparse.Namespace, settings: Settings, library:
     executor, client = _executor(args, settings, library)
     store = TaskStore(url)
     engine = RunEngine(url, worker=True, concurrency=settings.agents_concurrency)
-    service = TaskService(store, executor, client, engine, max_artifact_bytes=settings.agents_max_artifact_bytes)
+    # The changes this worker's steps make are notified from here (closed with the service).
+    notifier = PushNotifier(store, allowed=settings.push_networks)
+    service = TaskService(
+        store,
+        executor,
+        client,
+        engine,
+        max_artifact_bytes=settings.agents_max_artifact_bytes,
+        listeners=[notifier],
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -34,7 +34,7 @@ from registry.protocol.requests import content_type as checked_content_type
 from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.states import TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
-from registry.protocol.tasklog import TaskLog
+from registry.protocol.tasklog import LogListener, TaskLog
 from registry.runs.engine import Next, while_the_database_is_away
 
 log = logging.getLogger("registry.protocol")
@@ -79,13 +79,19 @@ class StepRunner:
     the run one step from its journal, and writes what the step did."""
 
     def __init__(
-        self, store: TaskStore, executor: Executor, registry: RegistryClient, *, max_artifact_bytes: int
+        self,
+        store: TaskStore,
+        executor: Executor,
+        registry: RegistryClient,
+        *,
+        max_artifact_bytes: int,
+        listeners: Sequence[LogListener] = (),
     ) -> None:
         self.store = store
         self.executor = executor
         self.registry = registry
         self.max_artifact_bytes = max_artifact_bytes
-        self.log = TaskLog(store)
+        self.log = TaskLog(store, listeners=listeners)
 
     def advance(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
         task = self.store.get_task(task_id, owner=None)

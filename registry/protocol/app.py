@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from registry.executor import Executor
 from registry.protocol.api import bp
 from registry.protocol.service import TaskService
 from registry.protocol.store import TaskStore
+from registry.protocol.tasklog import LogListener
 from registry.runs.engine import RunEngine
 from registry.settings import Settings
 from registry.web.problems import register_error_handlers
@@ -45,12 +47,22 @@ def database_url(settings: Settings) -> str:
     return f"sqlite:///{os.path.abspath(os.path.join(settings.data_dir, 'tasks.db'))}"
 
 
-def create_app(settings: Settings, *, executor: Executor, registry: RegistryClient) -> Flask:
+def create_app(
+    settings: Settings,
+    *,
+    executor: Executor,
+    registry: RegistryClient,
+    store: TaskStore | None = None,
+    listeners: Sequence[LogListener] = (),
+) -> Flask:
     """The service over ``settings``' database, running agents from
     ``registry`` on ``executor``; unless ``settings.agents_worker`` is off,
-    this process also runs tasks, as a DBOS worker."""
+    this process also runs tasks, as a DBOS worker. ``store``: the task
+    store of that database when the caller opened it already (for what it
+    builds over it too: ``listeners``, told of each change before the first
+    task can run here); the application closes it."""
     url = database_url(settings)
-    store = TaskStore(url)
+    store = store or TaskStore(url)
     engine = RunEngine(url, worker=settings.agents_worker, concurrency=settings.agents_concurrency)
     service = TaskService(
         store,
@@ -60,6 +72,7 @@ def create_app(settings: Settings, *, executor: Executor, registry: RegistryClie
         default_release=settings.agents_release,
         max_artifact_bytes=settings.agents_max_artifact_bytes,
         step_wait_seconds=settings.agents_step_wait,
+        listeners=listeners,
     )
     try:
         service.start()

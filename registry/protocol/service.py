@@ -65,6 +65,7 @@ from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.requests import relative_path as checked_relative_path
 from registry.protocol.states import NEW, TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
+from registry.protocol.tasklog import LogListener
 from registry.runs.engine import RunEngine, Segment
 from registry.runs.liveness import Sweeper
 
@@ -121,7 +122,10 @@ class TaskService:
         default_release: str = "latest",
         max_artifact_bytes: int = 10 * 1024 * 1024,
         step_wait_seconds: float = STEP_WAIT_SECONDS,
+        listeners: Sequence[LogListener] = (),
     ) -> None:
+        """``listeners`` are told of every change this process appends to a
+        task's log (``tasklog.LogListener``), and closed with the service."""
         self.store = store
         self.executor = executor
         self.registry = registry
@@ -129,7 +133,8 @@ class TaskService:
         self.default_release = default_release
         self.max_artifact_bytes = max_artifact_bytes
         self.step_wait_seconds = step_wait_seconds
-        self.runner = StepRunner(store, executor, registry, max_artifact_bytes=max_artifact_bytes)
+        self.runner = StepRunner(store, executor, registry, max_artifact_bytes=max_artifact_bytes, listeners=listeners)
+        self._listeners = tuple(listeners)
         self._sweeper: Sweeper | None = None
 
     def start(self) -> None:
@@ -145,6 +150,9 @@ class TaskService:
             self._sweeper.close()
             self._sweeper = None
         self.engine.close()
+        # After the engine: the steps it waited for have told the listeners all they appended.
+        for listener in self._listeners:
+            listener.close()
 
     # --- tasks ---------------------------------------------------------------------------
 

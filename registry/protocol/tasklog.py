@@ -14,6 +14,11 @@
   joined into one entry until ``flush_chars`` characters or
   ``flush_seconds`` have gathered, so that a long answer is tens of rows,
   not thousands.
+- ``LogListener``: told of the entries ``TaskLog`` appended in this process,
+  once they are committed (``registry.a2a.pushnotifier`` sends push
+  notifications of them), on the writer's thread: a listener takes them
+  and returns at once. The run's own events (``EventLogSink``) are not
+  told: they are the stream's, not a change of the task.
 
 Appending is best effort: the log is for watching a task, not its record.
 A database failure is logged and the entry lost; the step goes on, and
@@ -27,13 +32,14 @@ import queue
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from registry.errors import RegistryError
 from registry.executor.events import Event, TextEvent, ToolCallEvent, ToolResultEvent
 from registry.protocol import events
 from registry.protocol.outputs import action_json
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskEvent, TaskRecord
 from registry.protocol.states import TASK_FINISHED
 from registry.protocol.store import TaskStore
 
@@ -47,11 +53,25 @@ FLUSH_CHARS = 4096
 Entry = tuple[str, Mapping[str, Any]]
 
 
+class LogListener(Protocol):
+    """Told of the entries a ``TaskLog`` of this process appended."""
+
+    def appended(self, entries: Sequence[TaskEvent]) -> None:
+        """``entries`` of one task, just committed, in order (their
+        ``created_at`` is when the writer saw them committed). Called on the
+        writer's thread, a step's among them: take them and return at once.
+        An exception is logged and goes no further."""
+
+    def close(self) -> None:
+        """The service closes: its steps are over, nothing more is appended."""
+
+
 class TaskLog:
     """The entries the service appends to a task's log where it changes the task."""
 
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(self, store: TaskStore, *, listeners: Sequence[LogListener] = ()) -> None:
         self._store = store
+        self._listeners = tuple(listeners)
 
     def created(self, task: TaskRecord) -> None:
         self._append(task.task_id, [_state(task.status)])
@@ -104,9 +124,22 @@ class TaskLog:
 
     def _append(self, task_id: str, entries: Sequence[Entry]) -> None:
         try:
-            self._store.append_events(task_id, entries)
+            numbers = self._store.append_events(task_id, entries)
         except RegistryError as exc:
             log.warning("could not append %s to the event log of task %s: %s", _kinds(entries), task_id, exc)
+            return
+        if self._listeners:
+            now = datetime.now(timezone.utc)
+            appended = [
+                TaskEvent(task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=now)
+                for seq, (kind, data) in zip(numbers, entries, strict=True)
+            ]
+            for listener in self._listeners:
+                try:
+                    listener.appended(appended)
+                except Exception:
+                    # A listener's bug must not fail the step that changed the task.
+                    log.exception("a listener of task %s's event log failed", task_id)
 
 
 class EventLogSink:

@@ -6,8 +6,6 @@ service's own network at the moment of sending unless the operator allows it."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import re
@@ -25,7 +23,7 @@ import trustme
 from registry.a2a.push import PushPolicy, PushSender
 from registry.a2a.pushconfigs import PushConfig, PushConfigStore
 from registry.protocol.store import TaskStore
-from tests.support.push_receiver import PushReceiver
+from tests.support.push_receiver import PushReceiver, verified
 from tests.support.push_tasks import task_store_with
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -57,15 +55,6 @@ def send(configs: PushConfigStore, config: PushConfig, *, allowed: list[Any] = L
     sender = PushSender(configs, allowed=allowed, policy=FAST, **options)
     assert sender.submit(config, BODY)
     sender.close()
-
-
-def verified(entry: dict[str, Any], secret: str) -> bool:
-    """What a receiver checks: the HMAC-SHA256 it computes itself over
-    "{id}.{timestamp}." and the exact body, keyed with the secret."""
-    headers = entry["headers"]
-    signed = f"{headers['x-registry-notification-id']}.{headers['x-registry-timestamp']}.".encode() + entry["body"]
-    expected = "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, headers["x-registry-signature"])
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -6,7 +6,8 @@ tests/integration/test_protocol_events.py."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from registry.executor.events import TextEvent, ToolCallEvent, ToolResultEvent
 from registry.protocol.hub import EventHub, Subscription
 from registry.protocol.records import TaskEvent, TaskRecord
 from registry.protocol.store import TaskStore
-from registry.protocol.tasklog import EventLogSink
+from registry.protocol.tasklog import EventLogSink, TaskLog
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import REACT
 from tests.support.protocol_service import Service, create, step
@@ -141,6 +142,44 @@ def test_a_sink_writes_text_that_gathered_for_its_flush_interval_without_waiting
             pass  # written by the sink's thread, with no more text and no close
         sink.put(TextEvent(" third", "x/y", 1, ""))
     assert [entry.data["delta"] for entry in store.events_after(task, 0)] == ["first", " second", " third"]
+
+
+class Recorder:
+    """A ``LogListener`` that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[list[tuple[str, int, str, dict[str, Any]]]] = []
+
+    def appended(self, entries: Sequence[TaskEvent]) -> None:
+        self.told.append([(entry.task_id, entry.seq, entry.kind, entry.data) for entry in entries])
+
+    def close(self) -> None:
+        pass
+
+
+class Broken(Recorder):
+    def appended(self, entries: Sequence[TaskEvent]) -> None:
+        raise RuntimeError("a listener's bug")
+
+
+def test_listeners_are_told_what_the_log_appended_numbered_and_a_broken_one_stops_nothing(
+    store: TaskStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    task_id = add_task(store, "t1")
+    recorder = Recorder()
+    log = TaskLog(store, listeners=[Broken(), recorder])
+    task = store.get_task(task_id, owner=None)
+    assert task is not None
+    log.created(task)
+    log.state(replace(task, status="cancelled"), "given up")
+    with log.sink(task_id, "s1") as sink:
+        sink.put(TextEvent("streamed text is not a change of the task", "x/y", 1, ""))
+    assert recorder.told == [
+        [("t1", 1, "state", {"status": "created", "reason": None})],
+        [("t1", 2, "state", {"status": "cancelled", "reason": "given up"})],
+    ]
+    assert kinds(store.events_after(task_id, 0)) == ["state", "state", "text"]
+    assert [record.getMessage() for record in caplog.records] == ["a listener of task t1's event log failed"] * 2
 
 
 # --- what the hub hands out ----------------------------------------------------------------

@@ -13,6 +13,8 @@ body's exact bytes in base64, for a test to check the signature over them.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import ssl
 import time
@@ -85,6 +87,16 @@ class PushReceiver(ScriptedServerProcess):
     def received(self) -> list[dict[str, Any]]:
         """Every notification received so far, in order, each with its ``body`` as bytes."""
         return [{**entry, "body": base64.b64decode(entry["body_base64"])} for entry in self.entries()]
+
+
+def verified(entry: dict[str, Any], secret: str) -> bool:
+    """What a receiver checks of an entry of ``PushReceiver.received``: the
+    HMAC-SHA256 it computes itself over "{id}.{timestamp}." and the exact
+    body, keyed with the secret."""
+    headers = entry["headers"]
+    signed = f"{headers['x-registry-notification-id']}.{headers['x-registry-timestamp']}.".encode() + entry["body"]
+    expected = "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, headers["x-registry-signature"])
 
 
 def main() -> None:
