@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from datetime import datetime
 from typing import Protocol
 
 from a2a.server.context import ServerCallContext
@@ -288,7 +289,7 @@ class TaskRequestHandler(RequestHandler):
         (or the log ends, or the hub drops this follower for not reading)."""
         translation = Translation(
             task_id,
-            status_of=lambda status: self._entry_status(caller, task_id, status),
+            status_of=lambda status, since: self._entry_status(caller, task_id, status, since),
             artifact_of=lambda artifact_id: self._artifact(caller, context, task_id, artifact_id),
         )
         async with aclosing(self._events.follow(task_id, after)) as entries:
@@ -312,7 +313,7 @@ class TaskRequestHandler(RequestHandler):
             shown = [await self._file(caller, context, artifact) for artifact in stored]
         return mapping.task(record, status, shown)
 
-    async def _entry_status(self, caller: Caller, task_id: str, status: str) -> TaskStatus | None:
+    async def _entry_status(self, caller: Caller, task_id: str, status: str, since: datetime) -> TaskStatus | None:
         """The status a ``state`` entry of the log tells; None for a wait the
         task has left already: a worker appends ``waiting_for_input`` just
         after it commits it, so a decision can come in between, and a stream
@@ -320,10 +321,16 @@ class TaskRequestHandler(RequestHandler):
         record = await call(self._service.get_task, caller, task_id)
         if status == "waiting_for_input" and record.status != status:
             return None
-        return await self._status(caller, task_id, status, record=record)
+        return await self._status(caller, task_id, status, record=record, since=since)
 
     async def _status(
-        self, caller: Caller, task_id: str, status: str, *, record: TaskRecord | None = None
+        self,
+        caller: Caller,
+        task_id: str,
+        status: str,
+        *,
+        record: TaskRecord | None = None,
+        since: datetime | None = None,
     ) -> TaskStatus:
         """The A2A status of the task in ``status``, with its pending action or error."""
         if record is None:
@@ -332,7 +339,8 @@ class TaskRequestHandler(RequestHandler):
         if status == "waiting_for_input":
             actions = await call(self._service.actions, caller, task_id)
             pending = next((action for action in actions if action.status == "pending"), None)
-        return mapping.task_status(status, updated_at=record.updated_at, pending=pending, error=record.error)
+        updated_at = record.updated_at if since is None else since
+        return mapping.task_status(status, updated_at=updated_at, pending=pending, error=record.error)
 
     async def _artifact(
         self, caller: Caller, context: ServerCallContext, task_id: str, artifact_id: str

@@ -22,6 +22,7 @@ stored before the ``state`` entry that says the task waits.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from datetime import datetime
 from typing import Protocol
 
 from a2a.server.events import Event
@@ -68,10 +69,10 @@ class HubEvents:
         return self._hub.follow(task_id, after)
 
 
-StatusOf = Callable[[str], Awaitable[TaskStatus | None]]
-"""The A2A status of the task in an internal state (with what goes with it:
-its pending action, its error); None for an entry the task has left behind
-already, which says nothing to the stream (a wait decided meanwhile)."""
+StatusOf = Callable[[str, datetime], Awaitable[TaskStatus | None]]
+"""The A2A status of the task in an internal state since a time (with what
+goes with it: its pending action, its error); None for an entry the task has
+left behind already, which says nothing to the stream (a wait decided meanwhile)."""
 ArtifactOf = Callable[[str], Awaitable[tuple[ArtifactRecord, Artifact] | None]]
 """One of the task's files by id, as A2A shows it; None when it is gone."""
 
@@ -86,7 +87,10 @@ class Translation:
 
     async def events(self, entry: TaskEvent) -> list[Event]:
         if entry.kind == events.STATE:
-            status = await self._status_of(str(entry.data.get("status")))
+            # Stamped when the entry was written, not with the task's last
+            # change: a stream read behind the task would show each state
+            # at the time of the latest one.
+            status = await self._status_of(str(entry.data.get("status")), entry.created_at)
             return [] if status is None else [mapping.status_update(self._task_id, status, seq=entry.seq)]
         if entry.kind == events.ARTIFACT:
             found = await self._artifact_of(str(entry.data.get("artifact_id")))

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterator
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def test_a_streamed_message_follows_the_task_until_it_waits_for_a_decision(serve
     assert all(answer.status_update.task_id == first.task.id for answer in rest)
 
 
-def test_a_streamed_decision_follows_the_run_to_its_end(server: A2AServer) -> None:
+def test_a_streamed_decision_follows_the_run_to_its_end(server: A2AServer, log: TaskStore) -> None:
     task = waiting_task(server)
 
     async def approve() -> list[StreamResponse]:
@@ -123,6 +124,15 @@ def test_a_streamed_decision_follows_the_run_to_its_end(server: A2AServer) -> No
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     states = [event.status_update.status.state for event in rest[:-1] if event.HasField("status_update")]
     assert set(states) <= MOVING
+    # Each change of state is stamped with the time its entry was logged,
+    # not with the task's latest change.
+    logged = {entry.seq: entry.created_at for entry in log.events_in([(task.id, 0)], batch=1000)}
+    updates = [event.status_update for event in rest if event.HasField("status_update")]
+    changes = [update for update in updates if "kind" in update.metadata and update.metadata["kind"] == "state"]
+    assert changes and all(
+        change.status.timestamp.ToDatetime(tzinfo=timezone.utc) == logged[int(str(change.metadata["seq"]).removesuffix(".0"))].astimezone(timezone.utc)
+        for change in changes
+    )
 
 
 def test_a_wait_logged_after_its_decision_does_not_end_the_stream(server: A2AServer, log: TaskStore) -> None:
