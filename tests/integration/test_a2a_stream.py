@@ -130,7 +130,8 @@ def test_a_streamed_decision_follows_the_run_to_its_end(server: A2AServer, log: 
     updates = [event.status_update for event in rest if event.HasField("status_update")]
     changes = [update for update in updates if "kind" in update.metadata and update.metadata["kind"] == "state"]
     assert changes and all(
-        change.status.timestamp.ToDatetime(tzinfo=timezone.utc) == logged[int(str(change.metadata["seq"]).removesuffix(".0"))].astimezone(timezone.utc)
+        change.status.timestamp.ToDatetime(tzinfo=timezone.utc)
+        == logged[int(str(change.metadata["seq"]).removesuffix(".0"))].astimezone(timezone.utc)
         for change in changes
     )
 
