@@ -42,19 +42,26 @@ POSTGRES_FIXTURES = {"postgres_server", "postgres_url"}
 # with the most tests first, which are quick unit tests), so a long module
 # left for last ran alone on one core while the other sat idle for minutes.
 LONGEST_FIRST: tuple[str, ...] = (
-    "integration/test_models_cli.py",
-    "protocol/test_protocol_conformance.py",
-    "integration/test_server.py",
-    "integration/test_ui_task_events.py",
-    "integration/test_client_processes.py",
-    "integration/test_runs_postgres.py",
     "browser/test_ui_browser.py",
+    "integration/test_client_processes.py",
     "integration/test_cli_eval.py",
+    "integration/test_models_cli.py",
+    "integration/test_cli.py",
     "integration/test_a2a_end_to_end.py",
+    "integration/test_runs_postgres.py",
     "evals/test_streaming.py",
-    "integration/test_litellm_chat.py",
-    "integration/test_protocol_events.py",
     "integration/test_runs_reliability.py",
+    "integration/test_server.py",
+    "integration/test_a2a_push.py",
+    "protocol/test_protocol_conformance.py",
+    "integration/test_anthropic_library.py",
+    "integration/test_protocol_events.py",
+    "integration/test_litellm_chat.py",
+    "protocol/test_protocol_library.py",
+    "integration/test_executor_library_openai.py",
+    "integration/test_mcp_tools.py",
+    "integration/test_anthropic_chat.py",
+    "protocol/test_protocol.py",
 )
 
 _GIT_ENV = {
