@@ -204,11 +204,14 @@ class TaskStore:
                 _append_in(db, task.task_id, entries(task, running), locked=True)
             return Begun(task, running, _journal_of(db, task.task_id))
 
-    def set_task_status(self, task_id: str, *, from_states: Collection[str], task: TaskRecord) -> bool:
+    def set_task_status(
+        self, task_id: str, *, from_states: Collection[str], task: TaskRecord, entries: Sequence[LogEntry] = ()
+    ) -> bool:
         """Write the task's ``status``, ``outcome``, ``output``, ``error`` and
         ``updated_at`` from ``task`` if the task is in one of
-        ``from_states`` (a cancel, say). Returns ``False``, changing
-        nothing, when it is not there or in another state."""
+        ``from_states`` (a cancel, say), and append ``entries`` to its event
+        log with it. Returns ``False``, changing nothing, when it is not
+        there or in another state."""
         with self._transaction(writes=True) as db:
             changed = db.execute(
                 update(tasks)
@@ -221,6 +224,8 @@ class TaskStore:
                     updated_at=task.updated_at,
                 )
             )
+            if changed.rowcount == 1:
+                _append_in(db, task_id, entries, locked=True)
         return changed.rowcount == 1
 
     def finish_step(self, end: StepEnd) -> bool:

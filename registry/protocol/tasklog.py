@@ -2,16 +2,17 @@
 (``registry.protocol.events`` names the kinds and their data).
 
 - ``TaskLog``: the entries the service appends where it changes a task
-  (an action is decided, a file is uploaded, the task is created or
-  cancelled), one call per place. The entries of one change are appended
-  in one transaction.
+  (a step is queued, an action is decided, a file is uploaded, the task is
+  created), one call per place. The entries of one change are appended in
+  one transaction.
 - ``step_started``, ``step_finished``, ``step_ended_after_cancel``,
-  ``action_entry``, ``artifact_entry``: the entries of a step's start and
-  end, which the store writes in the transaction that starts or ends the
-  step (``TaskStore.begin_step``, ``TaskStore.finish_step``): a reader
-  sees a finished task's ``state``, ``outcome``, answer and action together
-  with the rows they describe, and never the answer of a step that lost
-  the race with a cancel.
+  ``action_entry``, ``artifact_entry``, ``state_entry``: the entries the
+  store writes in the transaction that makes the change they tell of (a
+  step's start and end: ``TaskStore.begin_step``, ``TaskStore.finish_step``;
+  a cancel: ``TaskStore.set_task_status``). A reader sees a finished task's
+  ``state``, ``outcome``, answer and action together with the rows they
+  describe, a cancel before the end of the step it interrupted, and never
+  the answer of a step that lost the race with a cancel.
 - ``EventLogSink``: a step's run events as they happen (the executor's
   ``sink``), written as ``text``, ``tool_call`` and ``tool_result``
   entries by a thread of its own, so that the executor's event loop never
@@ -61,7 +62,7 @@ class TaskLog:
         self._store = store
 
     def created(self, task: TaskRecord) -> None:
-        self._append(task.task_id, [_state(task.status)])
+        self._append(task.task_id, [state_entry(task.status)])
 
     def sink(self, task_id: str, step_id: str) -> EventLogSink:
         """Where the run's events of this step go; end or close it once the step ends."""
@@ -75,8 +76,8 @@ class TaskLog:
         self._append(artifact.task_id, [artifact_entry(artifact)])
 
     def state(self, task: TaskRecord, reason: str | None = None) -> None:
-        """The task is in a new state (a cancel, say)."""
-        self._append(task.task_id, [_state(task.status, reason)])
+        """The task is in a new state (queued for its next step, say)."""
+        self._append(task.task_id, [state_entry(task.status, reason)])
 
     def _append(self, task_id: str, entries: Sequence[Entry]) -> None:
         try:
@@ -91,7 +92,7 @@ class TaskLog:
 
 def step_started(task: TaskRecord, step: StepRecord) -> list[Entry]:
     """``task`` is running ``step`` now (as the claim left them)."""
-    return [_state(task.status), (events.STEP, _step(step))]
+    return [state_entry(task.status), (events.STEP, _step(step))]
 
 
 def step_finished(step: StepRecord, task: TaskRecord) -> list[Entry]:
@@ -100,7 +101,7 @@ def step_finished(step: StepRecord, task: TaskRecord) -> list[Entry]:
     additional = step.additional_output or {}
     entries: list[Entry] = [
         (events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")}),
-        _state(task.status, additional.get("error") if step.status == "failed" else None),
+        state_entry(task.status, additional.get("error") if step.status == "failed" else None),
     ]
     if task.status in TASK_FINISHED and task.outcome is not None:
         entries.append((events.OUTCOME, {"outcome": task.outcome, "output": task.output, "error": task.error}))
@@ -268,7 +269,8 @@ class _Text:
         return joined
 
 
-def _state(status: str, reason: str | None = None) -> Entry:
+def state_entry(status: str, reason: str | None = None) -> Entry:
+    """The task is in state ``status`` now (``reason``: why a step failed, say)."""
     return events.STATE, {"status": status, "reason": reason}
 
 

@@ -72,10 +72,10 @@ def running(store: TaskStore) -> Begun:
 
 
 def cancel(store: TaskStore, task: TaskRecord) -> None:
-    """What the service's cancel writes: the task's state, then its log entry."""
+    """What the service's cancel writes: the task's state and its log entry, together."""
     cancelled = replace(task, status="cancelled", updated_at=T0 + timedelta(seconds=1))
-    assert store.set_task_status(task.task_id, from_states=("running",), task=cancelled)
-    store.append_events(task.task_id, [("state", {"status": "cancelled", "reason": None})])
+    entries = [tasklog.state_entry("cancelled")]
+    assert store.set_task_status(task.task_id, from_states=("running",), task=cancelled, entries=entries)
 
 
 def last_step_with_everything(begun: Begun) -> StepEnd:
