@@ -52,8 +52,9 @@ HUNDRED_TASKS_REPLIES: list[dict[str, Any]] = [
 
 UNDER_RESTART = range(4000, 4040)
 RESTART_TOOL_PIPELINE = 4000
-MODEL_SECONDS = 0.2
-"""Each model call of the restart test takes this long, so that tasks are in flight when the server stops."""
+MODEL_SECONDS = 0.5
+"""Each model call of the restart test takes this long, so that tasks are in flight when the server stops
+(40 tasks of two calls over 16 slots: seconds, where creating them takes a fraction of one)."""
 
 REPLIES: list[dict[str, Any]] = [
     *KILLED_IN_MODEL_CALL_REPLIES,
@@ -114,7 +115,9 @@ def test_a_hundred_background_tasks_over_two_workers_all_complete_each_exactly_o
 
 def test_postgres_restarted_under_load_loses_no_task_and_runs_none_twice(runs: Rig, postgres: PostgresServer) -> None:
     before = len(runs.model.requests())
-    task_ids = [create_task(runs.front.base, pipeline_inputs(pipeline))["task_id"] for pipeline in UNDER_RESTART]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        created = list(pool.map(lambda p: create_task(runs.front.base, pipeline_inputs(p)), UNDER_RESTART))
+    task_ids = [task["task_id"] for task in created]
     wait_until(lambda: len(runs.model.requests()) - before >= len(task_ids) // 2, "half the first calls")
     unfinished = [t for t in task_ids if call(runs.front.base, "GET", f"/ap/v1/agent/tasks/{t}")[1]["status"]
                   not in FINISHED]  # fmt: skip
