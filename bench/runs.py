@@ -24,7 +24,9 @@ PostgreSQL server started for the bench (``tests/support/postgres_server.py``).
     agent with the same scripted model in this process, one after another,
     each with a fresh journal: what a step costs with no queue, no store and
     no worker. The ratio is a task's share of the drain's wall time (CPU time)
-    over a step's.
+    over a step's. Between the two, ``StepRunner.advance`` in this process on
+    each database with no DBOS worker; and, counted with SQLAlchemy's
+    events, the transactions and statements of one such step.
 (2) Recovery. Two workers on each database; a background task whose second
     model call never answers (the scripted OpenAI-compatible server of the
     tests, which every worker calls); the worker in that call is killed
@@ -57,8 +59,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from sqlalchemy import create_engine, func, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.engine import Connection, Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -249,14 +251,17 @@ def throughput(args: argparse.Namespace, postgres: PostgresServer, directory: Pa
             "StepRunner.advance, in process, PostgreSQL": lambda n: postgres.create_database(),
         }
         rows: list[list[str]] = []
+        works: dict[str, StoreWork] = {}
         ratios: dict[str, list[tuple[float, float]]] = {label: [] for label in in_process}
         ratios.update({made.label: [] for made in configurations})
         for number in range(1, args.rounds + 1):
             step_wall, step_cpu = executor_steps(repository, script, args.tasks)
             rows.append([str(number), "Executor.step, in process", f"{1 / step_wall:.0f}/s",
                          f"{step_wall * 1e3:.2f} ms", f"{step_cpu * 1e3:.2f} ms", "1.00x", "1.00x", ""])  # fmt: skip
-            measured = [(label, *service_steps(repository, script, url(number), args.tasks), "")
-                        for label, url in in_process.items()]  # fmt: skip
+            measured = []
+            for label, url in in_process.items():
+                wall, cpu, works[label] = service_steps(repository, script, url(number), args.tasks)
+                measured.append((label, wall, cpu, ""))
             for made in configurations:
                 drained = made.drain(args.tasks)
                 measured.append((made.label, drained.seconds / drained.tasks, drained.cpu_seconds / drained.tasks,
@@ -266,6 +271,11 @@ def throughput(args: argparse.Namespace, postgres: PostgresServer, directory: Pa
                 rows.append([str(number), label, f"{1 / wall:.1f}/s", f"{wall * 1e3:.1f} ms", f"{cpu * 1e3:.1f} ms",
                              f"{wall / step_wall:.1f}x", f"{cpu / step_cpu:.1f}x", created])  # fmt: skip
     _print_throughput(args, rows, ratios)
+    print("\nthe task store's work in one step of a one-call task (StepRunner.advance)")
+    print("| runs on | transactions | statements | of which event log inserts |")
+    print("|---|---|---|---|")
+    for label, work in works.items():
+        print(f"| {label} | {work.transactions} | {work.statements} | {work.log_inserts} |")
 
 
 def _print_throughput(
@@ -282,11 +292,46 @@ def _print_throughput(
         print(f"| median | {label} | | | | **{statistics.median(walls):.1f}x** | {statistics.median(cpus):.1f}x | |")
 
 
-def service_steps(repository: Path, script: Path, database_url: str, count: int) -> tuple[float, float]:
+@dataclass(frozen=True)
+class StoreWork:
+    """What one step asks of the task store's database, counted with SQLAlchemy's events."""
+
+    transactions: int
+    statements: int
+    """BEGIN (and COMMIT) apart."""
+    log_inserts: int
+    """Of those, the inserts into the task's event log."""
+
+
+@contextmanager
+def counting() -> Iterator[list[str]]:
+    """Every statement the engines of this process run meanwhile, from any
+    thread (the step's, the executor's, the event log's), each transaction
+    as a ``BEGIN`` of its own."""
+    seen: list[str] = []
+
+    def begun(_connection: Connection) -> None:
+        seen.append("BEGIN")
+
+    def executed(_connection: Connection, _cursor: Any, statement: str, *_args: Any) -> None:
+        if not statement.startswith("BEGIN"):  # SQLite's BEGIN IMMEDIATE, already counted
+            seen.append(statement)
+
+    event.listen(Engine, "begin", begun)
+    event.listen(Engine, "before_cursor_execute", executed)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "begin", begun)
+        event.remove(Engine, "before_cursor_execute", executed)
+
+
+def service_steps(repository: Path, script: Path, database_url: str, count: int) -> tuple[float, float, StoreWork]:
     """``StepRunner.advance`` of ``count`` queued background tasks in this
     process, one after another, with no DBOS worker: what the service's own
     step (the task store, the journal, the event log, the answer's artifact)
-    costs around ``Executor.step``. (wall seconds, CPU seconds) per step."""
+    costs around ``Executor.step``. (wall seconds, CPU seconds) per step,
+    and the database work of one of them."""
     client = registry_client(argparse.Namespace(registry=None), lambda: Settings(repo=str(repository)))
     executor = Executor(model=ScriptedModel.from_file(script), registry=client)
     store = TaskStore(database_url)
@@ -295,13 +340,17 @@ def service_steps(repository: Path, script: Path, database_url: str, count: int)
     try:
         body = {"input": INPUTS["question"], "additional_input": {"agent": AGENT, "release": RELEASE,
                 "mode": "background"}}  # fmt: skip
-        task_ids = [service.create_task(Caller(ANONYMOUS), body).task_id for _ in range(count + 10)]
+        task_ids = [service.create_task(Caller(ANONYMOUS), body).task_id for _ in range(count + 11)]
         for task_id in task_ids[:10]:  # warm
             service.runner.advance(task_id, 1, 0, "bench", 0)
+        with counting() as seen:
+            service.runner.advance(task_ids[10], 1, 0, "bench", 0)
+        work = StoreWork(seen.count("BEGIN"), len(seen) - seen.count("BEGIN"),
+                         sum(1 for s in seen if s.startswith("INSERT INTO task_events")))  # fmt: skip
         wall, cpu = time.perf_counter(), time.process_time()
-        for task_id in task_ids[10:]:
+        for task_id in task_ids[11:]:
             assert service.runner.advance(task_id, 1, 0, "bench", 0) is Next.STOP
-        return (time.perf_counter() - wall) / count, (time.process_time() - cpu) / count
+        return (time.perf_counter() - wall) / count, (time.process_time() - cpu) / count, work
     finally:
         service.close()
         store.close()

@@ -28,11 +28,12 @@ from registry.errors import RegistryError
 from registry.executor import Executor
 from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
+from registry.protocol import tasklog
 from registry.protocol.outputs import action_json, failed_model_call, step_output
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskRecord
+from registry.protocol.records import ActionRecord, ArtifactRecord, Begun, LogEntry, StepEnd, StepRecord, TaskRecord
 from registry.protocol.requests import content_type as checked_content_type
 from registry.protocol.requests import file_name as checked_file_name
-from registry.protocol.states import TASK_FINISHED, transition
+from registry.protocol.states import transition
 from registry.protocol.store import TaskStore
 from registry.protocol.tasklog import LogListener, TaskLog
 from registry.runs.engine import Next, while_the_database_is_away
@@ -40,6 +41,7 @@ from registry.runs.engine import Next, while_the_database_is_away
 log = logging.getLogger("registry.protocol")
 
 ANSWER_FILE = "answer.md"
+CANCELLED_WHILE_RUNNING = "the task was cancelled while this step ran: its answer, files and action are not kept"
 RETRIES = 3
 """Times a background task's failed model call is tried again before the task fails."""
 
@@ -54,13 +56,13 @@ def step_id_of(task_id: str, segment: int, index: int, attempt: int = 0) -> str:
 
 
 class _StoreJournal:
-    """A task's journal: loaded once per step, each event written through
-    to the store (and so durable) as it is recorded."""
+    """A task's journal as its step began, each event written through to
+    the store (and so durable) as it is recorded."""
 
-    def __init__(self, store: TaskStore, task_id: str) -> None:
+    def __init__(self, store: TaskStore, task_id: str, events: dict[str, dict[str, Any]]) -> None:
         self._store = store
         self._task_id = task_id
-        self._events = store.journal(task_id)
+        self._events = events
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         return self._events.get(key)
@@ -76,7 +78,12 @@ class _StoreJournal:
 
 class StepRunner:
     """Runs a task's steps on a worker: fetches its pinned agent, advances
-    the run one step from its journal, and writes what the step did."""
+    the run one step from its journal, and writes what the step did.
+
+    A step costs the store three commits besides the run's own journal
+    records: its start (with the task's journal and the log's entries), the
+    first piece of the answer's text (for live subscribers), and its end
+    (the step, the task, the files, the action and the log's entries)."""
 
     def __init__(
         self,
@@ -94,9 +101,6 @@ class StepRunner:
         self.log = TaskLog(store, listeners=listeners)
 
     def advance(self, task_id: str, segment: int, index: int, worker: str, attempt: int) -> Next:
-        task = self.store.get_task(task_id, owner=None)
-        if task is None or task.status in TASK_FINISHED:
-            return Next.STOP
         planned = StepRecord(
             step_id=step_id_of(task_id, segment, index, attempt),
             task_id=task_id,
@@ -104,15 +108,15 @@ class StepRunner:
             status=transition("step", "(new)", "start").target,
             created_at=_now(),
         )
-        begun = self.store.begin_step(planned, worker=worker, at=_now())
+        begun = self.store.begin_step(planned, worker=worker, at=_now(), entries=tasklog.step_started)
         if begun is None:
-            return Next.STOP  # cancelled before this step started
-        task, step = begun
-        if step.status != "running":  # its worker finished it, then died before DBOS recorded it
-            return self._after(task, step)
-        self.log.step_started(task, step)
-        finished = self._run(task, step, attempt)
-        return self._after(self.store.get_task(task_id, owner=None) or task, finished)
+            return Next.STOP  # over, or cancelled before this step started
+        if begun.step.status != "running":  # its worker finished it, then died before DBOS recorded it
+            return _after(begun.task, begun.step)
+        end = self._run(begun, attempt)
+        if not self.store.finish_step(end):
+            return Next.STOP  # cancelled while the step ran
+        return _after(end.task, end.step)
 
     def abandon(self, task_id: str, segment: int, index: int, attempt: int, reason: str) -> None:
         """The step raised on every try: it ends failed, and so does a
@@ -126,45 +130,50 @@ class StepRunner:
             begun = self.store.begin_step(step, worker=step.worker or "", at=_now())
             if begun is None:
                 return
-            task, step = begun
-        self._failed(task, step, "an internal error of the service stopped the step; it has been logged",
-                     attempt=RETRIES)  # fmt: skip
+            task, step = begun.task, begun.step
+        self.store.finish_step(
+            self._failed(
+                task, step, "an internal error of the service stopped the step; it has been logged", attempt=RETRIES
+            )  # fmt: skip
+        )
 
-    def _after(self, task: TaskRecord, step: StepRecord) -> Next:
-        """Whether the segment goes on after ``step``."""
-        if task.status != "running" or task.mode != "background" or step.is_last:
-            return Next.STOP
-        if step.status == "failed":
-            return Next.RETRY
-        return Next.CONTINUE
-
-    def _run(self, task: TaskRecord, step: StepRecord, attempt: int) -> StepRecord:
-        journal = _StoreJournal(self.store, task.task_id)  # the database away: the engine tries the step again
+    def _run(self, begun: Begun, attempt: int) -> StepEnd:
+        task, step = begun.task, begun.step
+        # The database away while it records: the engine tries the step again.
+        journal = _StoreJournal(self.store, task.task_id, begun.journal)
+        sink = self.log.sink(task.task_id, step.step_id)
         try:
-            with self.log.sink(task.task_id, step.step_id) as sink:
-                result = self.executor.step(self._pinned(task), task.inputs, journal=journal, sink=sink)
+            result: StepResult | RegistryError = self.executor.step(
+                self._pinned(task), task.inputs, journal=journal, sink=sink
+            )
         except RegistryError as exc:
+            result = exc
+        finally:
+            streamed = sink.end()  # the answer's last text: written with the step's end
+        if isinstance(result, RegistryError):
             # The registry could not give the pinned agent: the step fails,
             # and the task can try again.
-            log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, exc)
-            return self._failed(task, step, str(exc), attempt=attempt)
+            log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, result)
+            return self._failed(task, step, str(result), attempt=attempt, streamed=streamed)
         failed_call = failed_model_call(result)
         if failed_call is not None:
             # Nothing was journaled for the call: the next step makes it again,
             # and replays everything before it.
             log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, failed_call)
-            return self._failed(
-                task, step, failed_call, attempt=attempt, additional=step_output(task, result.run_trace)
-            )
-        return self._finish(task, step, result)
+            additional = step_output(task, result.run_trace)
+            return self._failed(task, step, failed_call, attempt=attempt, additional=additional, streamed=streamed)
+        return self._finish(task, step, result, streamed)
 
-    def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult) -> StepRecord:
+    def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult, streamed: list[LogEntry]) -> StepEnd:
         trace = result.run_trace
         additional = step_output(task, trace)
+        after_cancel = _ended_after_cancel(step, additional)
         now = _now()
-        if result.action is not None:
-            additional["action"] = self._propose(task, step, result.action)
+        action = None if result.action is None else _proposed(step, result.action)
+        if action is not None:
+            additional["action"] = action_json(action)
         finished_task = replace(task, running_step_id=None, updated_at=now)
+        files: dict[str, tuple[ArtifactRecord, bytes]] = {}
         if result.is_last and result.result is not None:
             run = result.result
             additional["outcome"] = run.outcome
@@ -182,14 +191,12 @@ class StepRunner:
                 error=run.error,
             )
             if run.output:
-                self._agent_artifact(
-                    task, step, ANSWER_FILE, run.output.encode("utf-8"), "text/markdown; charset=utf-8"
-                )
+                _add_file(files, step, ANSWER_FILE, run.output.encode("utf-8"), "text/markdown; charset=utf-8")
         elif task.mode != "background" or result.action is not None:
             finished_task = replace(finished_task, status=transition("task", "running", "pause").target)
         for span in trace.spans("execute_tool"):
             if not span.attributes.get("registry.replayed"):
-                self._tool_file(task, step, span.attributes.get("registry.tool.output"))
+                self._tool_file(files, step, span.attributes.get("registry.tool.output"))
         finished = replace(
             step,
             status=transition("step", "running", "finish").target,
@@ -198,24 +205,17 @@ class StepRunner:
             is_last=result.is_last,
             finished_at=now,
         )
-        return self._store_finished(task, finished, finished_task)
-
-    def _propose(self, task: TaskRecord, step: StepRecord, proposed: PendingAction) -> dict[str, Any]:
-        action = ActionRecord(
-            action_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{step.step_id}:{proposed.key}")),
-            task_id=task.task_id,
-            step_id=step.step_id,
-            key=proposed.key,
-            agent=proposed.agent,
-            tool=proposed.tool,
-            arguments=proposed.arguments,
-            thought=proposed.thought,
-            status=transition("action", "(new)", "propose").target,
-            created_at=_now(),
+        made = [*([] if action is None else [tasklog.action_entry(action)]),
+                *(tasklog.artifact_entry(artifact) for artifact, _ in files.values())]  # fmt: skip
+        return StepEnd(
+            step=finished,
+            task=finished_task,
+            entries=[*streamed, *made, *tasklog.step_finished(finished, finished_task)],
+            after_cancel=after_cancel,
+            entries_after_cancel=[*streamed, *tasklog.step_ended_after_cancel(after_cancel)],
+            artifacts=list(files.values()),
+            action=action,
         )
-        if self.store.add_action(action):
-            self.log.action(action)
-        return action_json(action)
 
     def _failed(
         self,
@@ -225,7 +225,8 @@ class StepRunner:
         *,
         attempt: int,
         additional: Mapping[str, Any] | None = None,
-    ) -> StepRecord:
+        streamed: Sequence[LogEntry] = (),
+    ) -> StepEnd:
         """The step fails. A stepped task waits for the next step, which goes
         on from what the journal holds; a background task is tried again by
         its segment, or fails after ``RETRIES`` more tries."""
@@ -244,16 +245,16 @@ class StepRunner:
             additional_output={**(additional or {}), "state": "failed", "error": reason},
             finished_at=now,
         )
-        return self._store_finished(task, failed, waiting)
+        after_cancel = _ended_after_cancel(step, additional or {})
+        return StepEnd(
+            step=failed,
+            task=waiting,
+            entries=[*streamed, *tasklog.step_finished(failed, waiting)],
+            after_cancel=after_cancel,
+            entries_after_cancel=[*streamed, *tasklog.step_ended_after_cancel(after_cancel)],
+        )
 
-    def _store_finished(self, task: TaskRecord, finished: StepRecord, finished_task: TaskRecord) -> StepRecord:
-        if self.store.finish_step(finished, finished_task):
-            self.log.step_finished(finished, finished_task)
-        else:  # cancelled meanwhile: the step is written, the task keeps its state
-            self.log.step_ended_after_cancel(finished)
-        return finished
-
-    def _tool_file(self, task: TaskRecord, step: StepRecord, output: Any) -> None:
+    def _tool_file(self, files: dict[str, tuple[ArtifactRecord, bytes]], step: StepRecord, output: Any) -> None:
         """A tool's output that is a file (``{"artifact": {"file_name", "content",
         "content_type"?}}``) becomes an artifact of the step."""
         if not isinstance(output, str) or not output.startswith('{"artifact"'):
@@ -265,28 +266,69 @@ class StepRunner:
         except (ValueError, KeyError, TypeError, RegistryError):
             return  # not a file after all: the output stays an observation only
         if len(content) <= self.max_artifact_bytes:
-            self._agent_artifact(task, step, name, content, checked_content_type(artifact.get("content_type"), name))
-
-    def _agent_artifact(self, task: TaskRecord, step: StepRecord, name: str, data: bytes, content_type: str) -> None:
-        transition("artifact", "(new)", "produce")
-        artifact = ArtifactRecord(
-            artifact_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{step.step_id}:artifact:{name}")),
-            task_id=task.task_id,
-            agent_created=True,
-            file_name=name,
-            relative_path=None,
-            content_type=content_type,
-            size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
-            created_at=_now(),
-            step_id=step.step_id,
-        )
-        if self.store.add_artifact(artifact, data):
-            self.log.artifact(artifact)
+            _add_file(files, step, name, content, checked_content_type(artifact.get("content_type"), name))
 
     def _pinned(self, task: TaskRecord) -> Agent:
         usecase, _, name = task.agent.partition("/")
         return self.registry.get(usecase, name, release=task.release_tag)
+
+
+def _after(task: TaskRecord, step: StepRecord) -> Next:
+    """Whether the segment goes on after ``step``, which left ``task`` so."""
+    if task.status != "running" or task.mode != "background" or step.is_last:
+        return Next.STOP
+    if step.status == "failed":
+        return Next.RETRY
+    return Next.CONTINUE
+
+
+def _ended_after_cancel(step: StepRecord, additional: Mapping[str, Any]) -> StepRecord:
+    """``step`` as it is kept when its task was cancelled while it ran: failed,
+    and the task's last, with its trace and usage but no answer, no
+    action and no file (the state table's ``running`` ``cancel``)."""
+    return replace(
+        step,
+        status=transition("step", "running", "fail").target,
+        output=None,
+        additional_output={**additional, "state": "failed", "error": CANCELLED_WHILE_RUNNING},
+        is_last=True,
+        finished_at=_now(),
+    )
+
+
+def _proposed(step: StepRecord, proposed: PendingAction) -> ActionRecord:
+    return ActionRecord(
+        action_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{step.step_id}:{proposed.key}")),
+        task_id=step.task_id,
+        step_id=step.step_id,
+        key=proposed.key,
+        agent=proposed.agent,
+        tool=proposed.tool,
+        arguments=proposed.arguments,
+        thought=proposed.thought,
+        status=transition("action", "(new)", "propose").target,
+        created_at=_now(),
+    )
+
+
+def _add_file(
+    files: dict[str, tuple[ArtifactRecord, bytes]], step: StepRecord, name: str, data: bytes, content_type: str
+) -> None:
+    """An artifact of the step, named ``name``, unless it has one so named already."""
+    transition("artifact", "(new)", "produce")
+    artifact = ArtifactRecord(
+        artifact_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{step.step_id}:artifact:{name}")),
+        task_id=step.task_id,
+        agent_created=True,
+        file_name=name,
+        relative_path=None,
+        content_type=content_type,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        created_at=_now(),
+        step_id=step.step_id,
+    )
+    files.setdefault(artifact.artifact_id, (artifact, data))
 
 
 def _now() -> datetime:

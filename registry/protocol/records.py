@@ -8,9 +8,13 @@ The store (``registry.protocol.store``) reads and writes these; the service
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+LogEntry = tuple[str, Mapping[str, Any]]
+"""An entry for a task's event log, not yet numbered: its kind and data."""
 
 
 @dataclass(frozen=True)
@@ -145,3 +149,38 @@ class Decision:
 
     def journal_event(self) -> dict[str, Any]:
         return {"decision": self.choice, "reason": self.reason, "arguments": self.edited_arguments}
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A step a worker started (``TaskStore.begin_step``), with what it runs from."""
+
+    task: TaskRecord
+    step: StepRecord
+    """Running on the worker; or already over, when the worker before it
+    finished it and died before the engine recorded that."""
+    journal: dict[str, dict[str, Any]]
+    """The task's run journal, by key, as the step began."""
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """What a step leaves, written by ``TaskStore.finish_step`` in one
+    transaction: all of it if the task still runs the step, else (the task
+    was cancelled meanwhile) ``after_cancel`` alone."""
+
+    step: StepRecord
+    """The step as it ended."""
+    task: TaskRecord
+    """The task after it: its status, outcome, output and error."""
+    entries: Sequence[LogEntry]
+    """The task's event log entries for it: the step, the task's state, the
+    outcome, the action and the files."""
+    after_cancel: StepRecord
+    """The step as it is kept if the task was cancelled while it ran: with
+    no answer, no action, and no file."""
+    entries_after_cancel: Sequence[LogEntry]
+    artifacts: Sequence[tuple[ArtifactRecord, bytes]] = ()
+    """The files the step produced (the answer, tools' outputs), with their bytes."""
+    action: ActionRecord | None = None
+    """The action the step proposes, pending a decision."""

@@ -65,7 +65,7 @@ from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.requests import relative_path as checked_relative_path
 from registry.protocol.states import NEW, TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
-from registry.protocol.tasklog import LogListener
+from registry.protocol.tasklog import LogListener, state_entry
 from registry.runs.engine import RunEngine, Segment
 from registry.runs.liveness import Sweeper
 
@@ -216,11 +216,13 @@ class TaskService:
         cancelled = replace(task, status=target, updated_at=_now())
         # From any state not over: a worker may move the task on (queued to
         # running, say) between the read above and this write.
-        if not self.store.set_task_status(task_id, from_states=_CANCELLABLE, task=cancelled):
+        # The state's entry goes with the change: a step that ends after the
+        # cancel is logged after it.
+        entries = [state_entry(cancelled.status)]
+        if not self.store.set_task_status(task_id, from_states=_CANCELLABLE, task=cancelled, entries=entries):
             raise _conflict(self.get_task(caller, task_id), "cancel")
         if task.segments:
             self.engine.cancel(Segment(task_id, task.segments))
-        self.runner.log.state(cancelled)
         return cancelled
 
     # --- steps and decisions -------------------------------------------------------------

@@ -22,7 +22,10 @@ proposes an action awaiting the user's decision) or over: ``completed``
 fails (an outage, a timeout) fails alone: the task waits again, and the
 next step makes the call again; a background task tries the call again
 itself, three times, then fails. A user may cancel a task that is not
-over; a running one stops at its next step. A worker that dies mid-step
+over; a running one stops at its next step, and the step running when the
+cancel came keeps nothing it produced (no answer, file or action: the
+task's row decides, in the transaction that ends the step, which of the
+two came first). A worker that dies mid-step
 changes no state: another worker takes the step over and goes on from what
 it recorded. Steps and artifacts never change once written.
 """
@@ -92,7 +95,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("task", "queued", "cancel", "cancelled", USER, _CANCEL,
                "the user gives the task up before a worker takes it"),
     Transition("task", "running", "cancel", "cancelled", USER, _CANCEL,
-               "the user gives the task up: the running step ends, and no other starts"),
+               "the user gives the task up: the running step ends without an answer, files or an action, and no"
+               " other starts"),
     Transition("task", "waiting_for_input", "cancel", "cancelled", USER, _CANCEL,
                "the user gives the task up; a pending action is left undecided"),
     # Step
@@ -106,7 +110,8 @@ TRANSITIONS: tuple[Transition, ...] = (
                " before this hands the step to another, which goes on from what it recorded"),
     Transition("step", "running", "fail", "failed", SERVER, _WORKER,
                "a model call failed (an outage, a timeout, a refused connection), or the pinned agent could not"
-               " be fetched: its error says why; nothing the call did not answer is journaled"),
+               " be fetched: its error says why; nothing the call did not answer is journaled. A step whose task was"
+               " cancelled while it ran fails too, and keeps nothing it produced"),
     # Action
     Transition("action", NEW, "propose", "pending", SERVER, _WORKER,
                "the model calls a tool that needs approval; the step ends with the action"),

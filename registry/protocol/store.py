@@ -29,18 +29,24 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Table, func, insert, select, text, update
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from registry.errors import InvalidState, StoreError
 from registry.protocol.database import DATABASE_FAILURES, WRITES, first_line, open_engine
-from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskEvent, TaskRecord
+from registry.protocol.records import (
+    ActionRecord,
+    ArtifactRecord,
+    Begun,
+    Decision,
+    LogEntry,
+    StepEnd,
+    StepRecord,
+    TaskEvent,
+    TaskRecord,
+)
 from registry.protocol.tables import actions, artifact_data, artifacts, journal, steps, task_events, tasks
-
-_APPEND_ATTEMPTS = 20
-"""Tries at the next number of a task's event log before its writers are too many."""
 
 
 class DecisionConflict(InvalidState):
@@ -55,6 +61,14 @@ class TaskStore:
 
     def __init__(self, url: str) -> None:
         self._engine = open_engine(url)
+        self._appended: list[Callable[[Sequence[TaskEvent]], None]] = []
+
+    def on_appended(self, told: Callable[[Sequence[TaskEvent]], None]) -> None:
+        """Call ``told`` with the event log entries each transaction of this
+        store appended (a task's, in order), once it has committed: whichever
+        method wrote them (a step's start and end write theirs with the
+        step). On the writer's thread: ``told`` takes them and returns."""
+        self._appended.append(told)
 
     def close(self) -> None:
         """Close every connection the store holds."""
@@ -152,19 +166,28 @@ class TaskStore:
             enqueue(db, task)
         return task
 
-    def begin_step(self, step: StepRecord, *, worker: str, at: datetime) -> tuple[TaskRecord, StepRecord] | None:
+    def begin_step(
+        self,
+        step: StepRecord,
+        *,
+        worker: str,
+        at: datetime,
+        entries: Callable[[TaskRecord, StepRecord], Sequence[LogEntry]] | None = None,
+    ) -> Begun | None:
         """Start ``step`` on ``worker``: the step stored ``created`` by a
         stepped task's ``submit``, the step a dead worker left ``running``
         (taken over), or a background task's next step (stored now, numbered
-        after the others). The task becomes ``running`` with it. Returns the
-        task and the step as they now are; the step as it was if it is
-        already over (its worker died after finishing it); ``None``, changing
-        nothing, when the task is no longer queued or running (cancelled)."""
+        after the others). The task becomes ``running`` with it, and the
+        ``entries`` for the two are appended to its event log. Returns the
+        task, the step as they now are and the task's journal; the step as
+        it was if it is already over (its worker died after finishing it);
+        ``None``, changing nothing, when the task is no longer queued or
+        running (cancelled). One transaction: a step's start costs one commit."""
         with self._transaction(writes=True) as db:
             row = db.execute(select(steps).where(steps.c.step_id == step.step_id)).one_or_none()
             if row is not None and row.status in ("completed", "failed"):
                 task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == step.task_id)).one()._mapping)
-                return task, StepRecord(**row._mapping)
+                return Begun(task, StepRecord(**row._mapping), _journal_of(db, step.task_id))
             started = db.execute(
                 update(tasks)
                 .where(tasks.c.task_id == step.task_id, tasks.c.status.in_(("queued", "running")))
@@ -174,22 +197,29 @@ class TaskStore:
                     steps=tasks.c.steps + (1 if row is None else 0),
                     updated_at=at,
                 )
-            )
-            if started.rowcount != 1:
+                .returning(*tasks.c)
+            ).one_or_none()
+            if started is None:
                 return None
-            task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == step.task_id)).one()._mapping)
+            task = TaskRecord(**started._mapping)
             if row is None:
                 running = dataclasses.replace(step, number=task.steps, status="running", worker=worker)
                 db.execute(insert(steps).values(**_values(running)))
-                return task, running
-            db.execute(update(steps).where(steps.c.step_id == step.step_id).values(status="running", worker=worker))
-            return task, dataclasses.replace(StepRecord(**row._mapping), status="running", worker=worker)
+            else:
+                running = dataclasses.replace(StepRecord(**row._mapping), status="running", worker=worker)
+                db.execute(update(steps).where(steps.c.step_id == step.step_id).values(status="running", worker=worker))
+            if entries is not None:
+                _append_in(db, task.task_id, entries(task, running), locked=True)
+            return Begun(task, running, _journal_of(db, task.task_id))
 
-    def set_task_status(self, task_id: str, *, from_states: Collection[str], task: TaskRecord) -> bool:
+    def set_task_status(
+        self, task_id: str, *, from_states: Collection[str], task: TaskRecord, entries: Sequence[LogEntry] = ()
+    ) -> bool:
         """Write the task's ``status``, ``outcome``, ``output``, ``error`` and
         ``updated_at`` from ``task`` if the task is in one of
-        ``from_states`` (a cancel, say). Returns ``False``, changing
-        nothing, when it is not there or in another state."""
+        ``from_states`` (a cancel, say), and append ``entries`` to its event
+        log with it. Returns ``False``, changing nothing, when it is not
+        there or in another state."""
         with self._transaction(writes=True) as db:
             changed = db.execute(
                 update(tasks)
@@ -202,51 +232,61 @@ class TaskStore:
                     updated_at=task.updated_at,
                 )
             )
+            if changed.rowcount == 1:
+                _append_in(db, task_id, entries, locked=True)
         return changed.rowcount == 1
 
-    def finish_step(self, step: StepRecord, task: TaskRecord) -> bool:
-        """Write the step's final fields (``status``, ``name``, ``output``,
-        ``additional_output``, ``is_last``, ``finished_at``) and, if the task
-        is still ``running`` this step, the task's (``status``, ``outcome``,
-        ``output``, ``error``, ``updated_at``). A task cancelled meanwhile
-        keeps its state and only loses its running step. Returns whether the
-        task's fields were written."""
+    def finish_step(self, end: StepEnd) -> bool:
+        """Write what the step left, in one transaction, if the task still
+        runs it: the step's final fields (``status``, ``name``, ``output``,
+        ``additional_output``, ``is_last``, ``finished_at``), the task's
+        (``status``, ``outcome``, ``output``, ``error``, ``updated_at``),
+        its files, its action and its event log entries. A task cancelled
+        meanwhile keeps its state and only loses its running step; the step
+        is written as ``end.after_cancel``, with its entries, and nothing
+        else is. Returns whether the task still ran the step.
+
+        The task's row decides: its conditional UPDATE comes first, so that
+        on PostgreSQL a cancel committed before it is seen (the row is read
+        again once its lock is free) and a cancel after it waits for this
+        transaction and then finds the task no longer running; on SQLite the
+        write transactions run one at a time. A step ended already (by a
+        worker that took it over) is not written again."""
+        step = end.step
         with self._transaction(writes=True) as db:
-            db.execute(
-                update(steps)
-                .where(steps.c.step_id == step.step_id)
-                .values(
-                    status=step.status,
-                    name=step.name,
-                    output=step.output,
-                    additional_output=step.additional_output,
-                    is_last=step.is_last,
-                    finished_at=step.finished_at,
-                )
-            )
             finished = db.execute(
                 update(tasks)
                 .where(
-                    tasks.c.task_id == task.task_id,
+                    tasks.c.task_id == step.task_id,
                     tasks.c.running_step_id == step.step_id,
                     tasks.c.status == "running",
                 )
                 .values(
-                    status=task.status,
-                    outcome=task.outcome,
-                    output=task.output,
-                    error=task.error,
+                    status=end.task.status,
+                    outcome=end.task.outcome,
+                    output=end.task.output,
+                    error=end.task.error,
                     running_step_id=None,
-                    updated_at=task.updated_at,
+                    updated_at=end.task.updated_at,
                 )
             )
             if finished.rowcount != 1:
                 db.execute(
                     update(tasks)
-                    .where(tasks.c.task_id == task.task_id, tasks.c.running_step_id == step.step_id)
+                    .where(tasks.c.task_id == step.task_id, tasks.c.running_step_id == step.step_id)
                     .values(running_step_id=None)
                 )
-        return finished.rowcount == 1
+                if _write_ended(db, end.after_cancel):
+                    _append_in(db, step.task_id, end.entries_after_cancel)
+                return False
+            _write_ended(db, step)
+            for artifact, data in end.artifacts:
+                if _insert_new(db, artifacts, _values(artifact)):
+                    db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
+            if end.action is not None:
+                _insert_new(db, actions, _values(end.action))
+            _append_in(db, step.task_id, end.entries, locked=True)
+        return True
 
     def deliver(self, task_id: str, number: int) -> None:
         """A background task's ``POST .../steps`` has returned the steps up to ``number``."""
@@ -344,8 +384,7 @@ class TaskStore:
     def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
         """Every event recorded for the task, by key."""
         with self._transaction() as db:
-            rows = db.execute(select(journal.c.key, journal.c.event).where(journal.c.task_id == task_id)).all()
-        return {row.key: row.event for row in rows}
+            return _journal_of(db, task_id)
 
     def record_event(self, task_id: str, key: str, event: Mapping[str, Any]) -> None:
         """Record the event under ``key``, replacing any recorded before;
@@ -361,32 +400,13 @@ class TaskStore:
         first), committed once this returns."""
         return self.append_events(task_id, [(kind, data)])[-1]
 
-    def append_events(self, task_id: str, entries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
+    def append_events(self, task_id: str, entries: Sequence[LogEntry]) -> list[int]:
         """Append ``entries`` (each a kind and its data) to the task's event
         log in one transaction, numbered one after another: a reader sees all
         of them or none. Their numbers, committed once this returns. Writers
-        of one task never share a number: the insert picks the next one
-        inside its own transaction, and a writer that loses a race tries again."""
-        for _attempt in range(_APPEND_ATTEMPTS):
-            try:
-                with self._transaction(writes=True) as db:
-                    last = db.execute(
-                        select(func.coalesce(func.max(task_events.c.seq), 0)).where(task_events.c.task_id == task_id)
-                    ).scalar_one()
-                    now = datetime.now(timezone.utc)
-                    numbers = [int(last) + offset for offset in range(1, len(entries) + 1)]
-                    db.execute(
-                        insert(task_events),
-                        [
-                            {"task_id": task_id, "seq": seq, "kind": kind, "data": dict(data), "created_at": now}
-                            for seq, (kind, data) in zip(numbers, entries, strict=True)
-                        ],
-                    )
-                return numbers
-            except StoreError as exc:
-                if not isinstance(exc.__cause__, sa_exc.IntegrityError):
-                    raise
-        raise StoreError(f"could not append to the event log of task {task_id!r}: too many writers at once")
+        of one task never share a number (``_append_in``)."""
+        with self._transaction(writes=True) as db:
+            return _append_in(db, task_id, entries)
 
     def events_after(self, task_id: str, after: int, *, limit: int = 500) -> list[TaskEvent]:
         """The task's entries numbered above ``after``, oldest first, at most ``limit``."""
@@ -426,13 +446,25 @@ class TaskStore:
     def _transaction(self, *, writes: bool = False) -> Iterator[Connection]:
         """One transaction, committed when the block ends without an error;
         database failures come out as ``StoreError``."""
+        appended: list[TaskEvent] = []
         try:
             with self._engine.connect() as connection:
                 connection.execution_options(**{WRITES: writes})
-                with connection.begin():
-                    yield connection
+                connection.info[_APPENDED] = appended
+                try:
+                    with connection.begin():
+                        yield connection
+                finally:
+                    del connection.info[_APPENDED]
         except DATABASE_FAILURES as exc:
             raise StoreError(f"the task store failed: {first_line(exc)}") from exc
+        if appended:
+            for told in self._appended:
+                told(appended)
+
+
+_APPENDED = "prompt_registry.appended"
+"""Where a connection's transaction keeps the entries it appended, told once it commits."""
 
 
 _EVENTS_COLUMNS = "e.task_id, e.seq, e.kind, e.data, e.created_at"
@@ -448,6 +480,59 @@ _EVENTS_IN_POSTGRESQL = text(
 ).columns(*task_events.c)
 """``events_in``'s query on each backend: the windows joined with the log,
 each an index range (the log's key is the task and the number)."""
+
+
+def _journal_of(db: Connection, task_id: str) -> dict[str, dict[str, Any]]:
+    rows = db.execute(select(journal.c.key, journal.c.event).where(journal.c.task_id == task_id)).all()
+    return {row.key: row.event for row in rows}
+
+
+def _write_ended(db: Connection, step: StepRecord) -> bool:
+    """The step's final fields, unless it has ended already; whether they were written."""
+    written = db.execute(
+        update(steps)
+        .where(steps.c.step_id == step.step_id, steps.c.status == "running")
+        .values(
+            status=step.status,
+            name=step.name,
+            output=step.output,
+            additional_output=step.additional_output,
+            is_last=step.is_last,
+            finished_at=step.finished_at,
+        )
+    )
+    return written.rowcount == 1
+
+
+def _append_in(db: Connection, task_id: str, entries: Sequence[LogEntry], *, locked: bool = False) -> list[int]:
+    """Append ``entries`` to the task's event log in ``db``'s transaction,
+    numbered after its last entry; their numbers. Writers of one task never
+    share a number: SQLite's write transactions run one at a time, and on
+    PostgreSQL each writer takes the task's row lock first (``locked``: the
+    transaction holds it already, having updated the row), so that the next
+    one reads the last number once this one has committed."""
+    if not entries:
+        return []
+    if db.dialect.name == "postgresql" and not locked:
+        db.execute(select(tasks.c.task_id).where(tasks.c.task_id == task_id).with_for_update(key_share=True))
+    return _insert_entries(db, task_id, entries)
+
+
+def _insert_entries(db: Connection, task_id: str, entries: Sequence[LogEntry]) -> list[int]:
+    last = db.execute(
+        select(func.coalesce(func.max(task_events.c.seq), 0)).where(task_events.c.task_id == task_id)
+    ).scalar_one()
+    now = datetime.now(timezone.utc)
+    numbers = [int(last) + offset for offset in range(1, len(entries) + 1)]
+    written = [
+        TaskEvent(task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=now)
+        for seq, (kind, data) in zip(numbers, entries, strict=True)
+    ]
+    db.execute(insert(task_events), [dataclasses.asdict(entry) for entry in written])
+    told = db.info.get(_APPENDED)
+    if told is not None:  # a transaction of the store's own: told once it commits
+        told.extend(written)
+    return numbers
 
 
 def _record_decision(db: Connection, decision: Decision) -> None:

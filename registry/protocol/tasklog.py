@@ -1,11 +1,18 @@
 """Writing a task's event log: what live subscribers are sent
 (``registry.protocol.events`` names the kinds and their data).
 
-- ``TaskLog``: the entries the service appends where it changes a task (a
-  step starts or ends, an action is proposed or decided, an artifact is
-  stored, the task is created or cancelled), one call per place. The
-  entries of one change are appended in one transaction, so a reader sees
-  a finished task's ``state`` and ``outcome`` together.
+- ``TaskLog``: the entries the service appends where it changes a task
+  (a step is queued, an action is decided, a file is uploaded, the task is
+  created), one call per place. The entries of one change are appended in
+  one transaction.
+- ``step_started``, ``step_finished``, ``step_ended_after_cancel``,
+  ``action_entry``, ``artifact_entry``, ``state_entry``: the entries the
+  store writes in the transaction that makes the change they tell of (a
+  step's start and end: ``TaskStore.begin_step``, ``TaskStore.finish_step``;
+  a cancel: ``TaskStore.set_task_status``). A reader sees a finished task's
+  ``state``, ``outcome``, answer and action together with the rows they
+  describe, a cancel before the end of the step it interrupted, and never
+  the answer of a step that lost the race with a cancel.
 - ``EventLogSink``: a step's run events as they happen (the executor's
   ``sink``), written as ``text``, ``tool_call`` and ``tool_result``
   entries by a thread of its own, so that the executor's event loop never
@@ -14,15 +21,16 @@
   joined into one entry until ``flush_chars`` characters or
   ``flush_seconds`` have gathered, so that a long answer is tens of rows,
   not thousands.
-- ``LogListener``: told of the entries ``TaskLog`` appended in this process,
-  once they are committed (``registry.a2a.pushnotifier`` sends push
+- ``LogListener``: told of the entries this process appended to a log
+  (``TaskStore.on_appended``), once committed (``registry.a2a.pushnotifier`` sends push
   notifications of them), on the writer's thread: a listener takes them
   and returns at once. The run's own events (``EventLogSink``) are not
   told: they are the stream's, not a change of the task.
 
-Appending is best effort: the log is for watching a task, not its record.
-A database failure is logged and the entry lost; the step goes on, and
-what it did is still in its step, action and artifact rows.
+Appending apart from a step's start and end is best effort: the log is for
+watching a task, not its record. A database failure is logged and the
+entry lost; the step goes on, and what it did is still in its step, action
+and artifact rows.
 """
 
 from __future__ import annotations
@@ -31,15 +39,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from registry.errors import RegistryError
 from registry.executor.events import Event, TextEvent, ToolCallEvent, ToolResultEvent
 from registry.protocol import events
 from registry.protocol.outputs import action_json
-from registry.protocol.records import ActionRecord, ArtifactRecord, StepRecord, TaskEvent, TaskRecord
+from registry.protocol.records import ActionRecord, ArtifactRecord, LogEntry, StepRecord, TaskEvent, TaskRecord
 from registry.protocol.states import TASK_FINISHED
 from registry.protocol.store import TaskStore
 
@@ -50,7 +57,10 @@ FLUSH_SECONDS = 0.05
 FLUSH_CHARS = 4096
 """How much of it gathers at most before it is written."""
 
-Entry = tuple[str, Mapping[str, Any]]
+Entry = LogEntry
+
+_RUN_EVENTS = frozenset({events.TEXT, events.TOOL_CALL, events.TOOL_RESULT})
+"""What a run streams as it goes (``EventLogSink``'s kinds): not changes of the task."""
 
 
 class LogListener(Protocol):
@@ -58,7 +68,7 @@ class LogListener(Protocol):
 
     def appended(self, entries: Sequence[TaskEvent]) -> None:
         """``entries`` of one task, just committed, in order (their
-        ``created_at`` is when the writer saw them committed). Called on the
+        ``created_at`` is when they were written). Called on the
         writer's thread, a step's among them: take them and return at once.
         An exception is logged and goes no further."""
 
@@ -72,80 +82,98 @@ class TaskLog:
     def __init__(self, store: TaskStore, *, listeners: Sequence[LogListener] = ()) -> None:
         self._store = store
         self._listeners = tuple(listeners)
+        if self._listeners:
+            # The store tells of every append once committed, a step's start
+            # and end among them, which it writes with the step itself.
+            store.on_appended(self._tell)
 
     def created(self, task: TaskRecord) -> None:
-        self._append(task.task_id, [_state(task.status)])
-
-    def step_started(self, task: TaskRecord, step: StepRecord) -> None:
-        """``task`` is running ``step`` now (as the claim left them)."""
-        self._append(task.task_id, [_state(task.status), (events.STEP, _step(step))])
+        self._append(task.task_id, [state_entry(task.status)])
 
     def sink(self, task_id: str, step_id: str) -> EventLogSink:
-        """Where the run's events of this step go; close it once the step ends."""
+        """Where the run's events of this step go; end or close it once the step ends."""
         return EventLogSink(self._store, task_id, step_id)
 
     def action(self, action: ActionRecord) -> None:
         """``action`` was proposed, or decided."""
-        self._append(action.task_id, [(events.ACTION, action_json(action))])
+        self._append(action.task_id, [action_entry(action)])
 
     def artifact(self, artifact: ArtifactRecord) -> None:
-        data = {
-            "artifact_id": artifact.artifact_id,
-            "file_name": artifact.file_name,
-            "agent_created": artifact.agent_created,
-            "size": artifact.size,
-            "step_id": artifact.step_id,
-        }
-        self._append(artifact.task_id, [(events.ARTIFACT, data)])
-
-    def step_finished(self, step: StepRecord, task: TaskRecord) -> None:
-        """``step`` ended, leaving ``task`` so: the step, the task's state and,
-        when the run is over, its outcome (the task's last entry)."""
-        additional = step.additional_output or {}
-        entries: list[Entry] = [
-            (events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")}),
-            _state(task.status, additional.get("error") if step.status == "failed" else None),
-        ]
-        if task.status in TASK_FINISHED and task.outcome is not None:
-            entries.append((events.OUTCOME, {"outcome": task.outcome, "output": task.output, "error": task.error}))
-        self._append(task.task_id, entries)
-
-    def step_ended_after_cancel(self, step: StepRecord) -> None:
-        """``step`` ended after its task was cancelled: the step alone (the
-        cancel logged the task's last state)."""
-        additional = step.additional_output or {}
-        self._append(
-            step.task_id, [(events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")})]
-        )
+        self._append(artifact.task_id, [artifact_entry(artifact)])
 
     def state(self, task: TaskRecord, reason: str | None = None) -> None:
-        """The task is in a new state (a cancel, say)."""
-        self._append(task.task_id, [_state(task.status, reason)])
+        """The task is in a new state (queued for its next step, say)."""
+        self._append(task.task_id, [state_entry(task.status, reason)])
 
     def _append(self, task_id: str, entries: Sequence[Entry]) -> None:
         try:
-            numbers = self._store.append_events(task_id, entries)
+            self._store.append_events(task_id, entries)
         except RegistryError as exc:
             log.warning("could not append %s to the event log of task %s: %s", _kinds(entries), task_id, exc)
+
+    def _tell(self, appended: Sequence[TaskEvent]) -> None:
+        # The run's own events (text, tool calls) are the stream's, not a
+        # change of the task: the listeners hear of the rest.
+        changes = [entry for entry in appended if entry.kind not in _RUN_EVENTS]
+        if not changes:
             return
-        if self._listeners:
-            now = datetime.now(timezone.utc)
-            appended = [
-                TaskEvent(task_id=task_id, seq=seq, kind=kind, data=dict(data), created_at=now)
-                for seq, (kind, data) in zip(numbers, entries, strict=True)
-            ]
-            for listener in self._listeners:
-                try:
-                    listener.appended(appended)
-                except Exception:
-                    # A listener's bug must not fail the step that changed the task.
-                    log.exception("a listener of task %s's event log failed", task_id)
+        for listener in self._listeners:
+            try:
+                listener.appended(changes)
+            except Exception:
+                # A listener's bug must not fail the step that changed the task.
+                log.exception("a listener of task %s's event log failed", changes[0].task_id)
+
+
+# The entries a step's start and end write with the step itself, in the same
+# transaction (``TaskStore.begin_step``, ``TaskStore.finish_step``).
+
+
+def step_started(task: TaskRecord, step: StepRecord) -> list[Entry]:
+    """``task`` is running ``step`` now (as the claim left them)."""
+    return [state_entry(task.status), (events.STEP, _step(step))]
+
+
+def step_finished(step: StepRecord, task: TaskRecord) -> list[Entry]:
+    """``step`` ended, leaving ``task`` so: the step, the task's state and,
+    when the run is over, its outcome (the task's last entry)."""
+    additional = step.additional_output or {}
+    entries: list[Entry] = [
+        (events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")}),
+        state_entry(task.status, additional.get("error") if step.status == "failed" else None),
+    ]
+    if task.status in TASK_FINISHED and task.outcome is not None:
+        entries.append((events.OUTCOME, {"outcome": task.outcome, "output": task.output, "error": task.error}))
+    return entries
+
+
+def step_ended_after_cancel(step: StepRecord) -> list[Entry]:
+    """``step`` ended after its task was cancelled: the step alone (the
+    cancel logged the task's last state)."""
+    additional = step.additional_output or {}
+    return [(events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")})]
+
+
+def action_entry(action: ActionRecord) -> Entry:
+    return events.ACTION, action_json(action)
+
+
+def artifact_entry(artifact: ArtifactRecord) -> Entry:
+    data = {
+        "artifact_id": artifact.artifact_id,
+        "file_name": artifact.file_name,
+        "agent_created": artifact.agent_created,
+        "size": artifact.size,
+        "step_id": artifact.step_id,
+    }
+    return events.ARTIFACT, data
 
 
 class EventLogSink:
     """A step's run events into its task's log (``Executor.step(sink=...)``):
     ``put`` hands an event over at once; a thread writes it. ``close`` writes
-    what is left and waits until it is written."""
+    what is left and waits until it is written; ``end`` hands it back
+    instead, for the step's end to write in its own transaction."""
 
     def __init__(
         self,
@@ -163,6 +191,9 @@ class EventLogSink:
         self._flush_chars = flush_chars
         self._events: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
         self._wrote_text = False
+        self._left: list[Entry] = []
+        """What the thread had gathered and not written when it stopped (``end``)."""
+        self._keep_left = False
         self._call_ids: dict[int, str | None] = {}
         """A tool call's id by its span, for its result (whose event has none)."""
         self._thread = threading.Thread(target=self._write, name=f"event-log-{step_id[:8]}", daemon=True)
@@ -174,6 +205,14 @@ class EventLogSink:
     def close(self) -> None:
         self._events.put(None)
         self._thread.join()
+
+    def end(self) -> list[Entry]:
+        """Stop, and return the entries not written yet (the answer's last
+        text) rather than write them: the step's end writes them with its
+        own, one commit fewer."""
+        self._keep_left = True
+        self.close()
+        return self._left
 
     def __enter__(self) -> EventLogSink:
         return self
@@ -191,7 +230,10 @@ class EventLogSink:
                 self._flush(text)
                 continue
             if event is None:
-                self._flush(text)
+                if self._keep_left and not text.empty:
+                    self._left.append(self._text_entry(text))
+                else:
+                    self._flush(text)
                 return
             if isinstance(event, TextEvent):
                 if not text.empty and text.agent != event.agent:
@@ -229,7 +271,10 @@ class EventLogSink:
     def _flush(self, text: _Text) -> None:
         if not text.empty:
             self._wrote_text = True
-            self._append([(events.TEXT, {"step_id": self.step_id, "agent": text.agent, "delta": text.take()})])
+            self._append([self._text_entry(text)])
+
+    def _text_entry(self, text: _Text) -> Entry:
+        return events.TEXT, {"step_id": self.step_id, "agent": text.agent, "delta": text.take()}
 
     def _append(self, entries: Sequence[Entry]) -> None:
         try:
@@ -263,7 +308,8 @@ class _Text:
         return joined
 
 
-def _state(status: str, reason: str | None = None) -> Entry:
+def state_entry(status: str, reason: str | None = None) -> Entry:
+    """The task is in state ``status`` now (``reason``: why a step failed, say)."""
     return events.STATE, {"status": status, "reason": reason}
 
 

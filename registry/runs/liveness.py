@@ -16,7 +16,8 @@ Every worker sweeps: it lists the segments workers have taken and not
 finished (``RunEngine.pending``), tries the lock of each worker named
 there, and a lock it can take belongs to a dead worker. On PostgreSQL a
 worker must be seen dead twice in a row, so that one whose connection
-dropped with a server restart has time to take its lock again. The
+dropped with a server restart has time to take its lock again (a thread
+of its own looks every quarter of a second, however long a sweep waits). The
 segments are then put back on the queue (``RunEngine.requeue``, DBOS's
 public ``resume_workflow``) by one sweeper at a time, which lists them again
 under a sweep lock first: a segment another worker took meanwhile is named
@@ -29,7 +30,7 @@ import contextlib
 import fcntl
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -206,17 +207,23 @@ class Sweeper:
         self.locks = locks_for(engine.database_url)
         self._suspects: dict[str, int] = {}
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         self.locks.hold(self.engine.worker_id)
-        self._thread = threading.Thread(target=self._loop, name="prompt-registry-sweeper", daemon=True)
-        self._thread.start()
+        loops: dict[str, Callable[[], None]] = {"prompt-registry-sweeper": self._loop}
+        locks = self.locks
+        if isinstance(locks, AdvisoryLocks):
+            loops["prompt-registry-lock-keeper"] = lambda: self._keep(locks)
+        for name, loop in loops.items():
+            thread = threading.Thread(target=loop, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def close(self) -> None:
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
         self.locks.close()
 
     def sweep(self) -> int:
@@ -246,8 +253,21 @@ class Sweeper:
     def _loop(self) -> None:
         while not self._stopping.wait(self.every):
             try:
-                if isinstance(self.locks, AdvisoryLocks):
-                    self.locks.keep()
                 self.sweep()
             except Exception as exc:  # the database is away: the next sweep tries again
                 log.warning("the sweep for dead workers failed: %s", exc)
+
+    def _keep(self, locks: AdvisoryLocks) -> None:
+        """Take this worker's advisory lock again as soon as the server is
+        back after a restart, in a thread of its own: a sweep can wait out
+        the whole outage in DBOS's own retries, and the other workers find
+        the lock free within two sweeps of the server's return."""
+        lost = False
+        while not self._stopping.wait(self.every / 2):
+            try:
+                locks.keep()
+                lost = False
+            except Exception as exc:  # the server is away: the next look tries again
+                if not lost:
+                    log.warning("this worker's lock is lost until the database is back: %s", exc)
+                lost = True

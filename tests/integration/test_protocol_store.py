@@ -26,7 +26,7 @@ from alembic.script import ScriptDirectory
 
 from registry.errors import ConfigurationError, StoreError
 from registry.protocol.database import MIGRATIONS
-from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord
+from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepEnd, StepRecord, TaskRecord
 from registry.protocol.store import DecisionConflict, TaskStore
 from registry.protocol.tables import METADATA
 from tests.support.ports import free_port
@@ -288,18 +288,18 @@ def test_a_worker_starts_the_submitted_step_and_another_takes_it_over(store: Tas
     submit(store, Queue(), step=step())
     begun = store.begin_step(step(), worker="w1", at=T0 + timedelta(seconds=2))
     assert begun is not None
-    started, running = begun
+    started, running = begun.task, begun.step
     assert (started.status, started.running_step_id, started.steps) == ("running", "s1", 1)
     assert (running.status, running.worker, running.number, running.input) == ("running", "w1", 1, "go on")
     # w1 died: w2 takes the same step over, numbered as it was.
     again = store.begin_step(step(), worker="w2", at=T0 + timedelta(seconds=3))
-    assert again is not None and (again[1].worker, again[1].number, again[0].steps) == ("w2", 1, 1)
+    assert again is not None and (again.step.worker, again.step.number, again.task.steps) == ("w2", 1, 1)
 
 
 def test_a_background_step_is_stored_by_the_worker_that_starts_it(store: TaskStore) -> None:
     store.create_task(replace(task(), status="queued", mode="background", segments=1))
     begun = store.begin_step(replace(step("b1"), input=None, additional_input={}), worker="w1", at=T0)
-    assert begun is not None and (begun[0].steps, begun[1].number, begun[1].status) == (1, 1, "running")
+    assert begun is not None and (begun.task.steps, begun.step.number, begun.step.status) == (1, 1, "running")
 
 
 def test_no_step_starts_on_a_cancelled_task(store: TaskStore) -> None:
@@ -327,7 +327,13 @@ def started(store: TaskStore, step_id: str = "s1", *, segment: int = 1) -> tuple
     submit(store, Queue(), segment=segment, step=step(step_id))
     begun = store.begin_step(step(step_id), worker="w1", at=T0 + timedelta(seconds=segment))
     assert begun is not None
-    return begun
+    return begun.task, begun.step
+
+
+def ended(done: StepRecord, after: TaskRecord) -> StepEnd:
+    """What ``done`` leaves (``after``), with nothing else: no file, action or log entry."""
+    cancelled = replace(done, status="failed", output=None, additional_output={"error": "cancelled"}, is_last=True)
+    return StepEnd(step=done, task=after, entries=(), after_cancel=cancelled, entries_after_cancel=())
 
 
 def test_finishing_a_step_writes_the_step_and_the_task_and_frees_it(store: TaskStore) -> None:
@@ -335,12 +341,12 @@ def test_finishing_a_step_writes_the_step_and_the_task_and_frees_it(store: TaskS
     running_task, running = started(store)
     done = finished(running, at=T0 + timedelta(seconds=5), output="drafted")
     after = replace(running_task, status="waiting_for_input", output="drafted", updated_at=T0 + timedelta(seconds=5))
-    assert store.finish_step(done, after) is True
+    assert store.finish_step(ended(done, after)) is True
     assert store.get_step("t1", "s1") == done
     assert store.get_task("t1", owner=None) == replace(after, running_step_id=None)
     # Its worker died after writing it: the one taking over finds it over.
     begun = store.begin_step(step(), worker="w2", at=T0)
-    assert begun is not None and begun[1] == done
+    assert begun is not None and begun.step == done
 
 
 def test_a_task_cancelled_while_its_step_ran_stays_cancelled(store: TaskStore) -> None:
@@ -349,8 +355,9 @@ def test_a_task_cancelled_while_its_step_ran_stays_cancelled(store: TaskStore) -
     cancelled = replace(running_task, status="cancelled")
     assert store.set_task_status("t1", from_states=("running",), task=cancelled)
     done = finished(running, at=T0 + timedelta(seconds=5), output="late")
-    assert store.finish_step(done, replace(running_task, status="completed", outcome="completed")) is False
-    assert store.get_step("t1", "s1") == done
+    end = ended(done, replace(running_task, status="completed", outcome="completed"))
+    assert store.finish_step(end) is False
+    assert store.get_step("t1", "s1") == end.after_cancel
     after = store.get_task("t1", owner=None)
     assert after is not None and (after.status, after.running_step_id) == ("cancelled", None)
 
@@ -362,7 +369,10 @@ def test_steps_are_numbered_and_listed_in_order(store: TaskStore) -> None:
         assert running_task.steps == n
         end = T0 + timedelta(seconds=n)
         store.finish_step(
-            finished(running, at=end, output=str(n)), replace(running_task, status="waiting_for_input", updated_at=end)
+            ended(
+                finished(running, at=end, output=str(n)),
+                replace(running_task, status="waiting_for_input", updated_at=end),
+            )
         )
     page, total = store.list_steps("t1", offset=1, limit=5)
     assert ([(s.step_id, s.number, s.output) for s in page], total) == ([("s2", 2, "2"), ("s3", 3, "3")], 3)

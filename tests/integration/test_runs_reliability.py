@@ -28,7 +28,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
+from registry.protocol.advance import CANCELLED_WHILE_RUNNING
 from registry.protocol.database import MIGRATIONS
+from registry.protocol.records import TaskEvent
 from registry.store.example import build_example_repository
 from tests.support.agent_workers import (
     SLOW_PIPELINE,
@@ -61,6 +63,8 @@ TWO_DECISIONS = 105
 OTHER_OWNER = 107
 CANCEL_RACES = range(601, 611)
 """One task each, cancelled at a different moment around its only (and last) step's end."""
+CANCEL_ACTION_RACES = range(621, 627)
+"""One task each, cancelled at a different moment around the end of its step that proposes an action."""
 CANCEL_STEP_SECONDS = 0.3
 OLD_TASK = "0b7c5d9e-2f51-4c8e-9a43-1d2e3f405162"
 OLD_STEP = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
@@ -79,7 +83,13 @@ REPLIES: list[dict[str, Any]] = [
     {"when": f"no-logs-{TWO_DECISIONS}", "content": answer("rejected: no logs")},
     {"when": f"^Pipeline {OTHER_OWNER} failed", "content": act("job_log", job_id=OTHER_OWNER)},
     {"when": f"job {OTHER_OWNER}: out of memory", "content": answer("out of memory")},
-    # One step, the last, which a cancel races.
+    # One step, the last, which a cancel races; or one proposing an action (job_log needs approval).
+    {
+        "when": "^Pipeline 62\\d failed",
+        "content": act("job_log", job_id=620),
+        "delay": CANCEL_STEP_SECONDS,
+        "repeat": True,
+    },  # fmt: skip
     {"when": "^Pipeline 6\\d\\d failed", "content": answer("finished"), "delay": CANCEL_STEP_SECONDS, "repeat": True},
 ]
 
@@ -218,10 +228,14 @@ def test_a_decision_or_a_cancel_on_another_owners_task_is_404_and_changes_nothin
 
 
 def test_a_cancel_racing_the_last_step_ends_the_task_cancelled_or_completed_never_both(runs: Rig) -> None:
-    # Each task's only step is its last; its model call takes CANCEL_STEP_SECONDS.
-    # The cancels are sent from at once after the task is created (queued, or
-    # just taken) to after its step has ended.
-    offsets = [None] + [i * 0.06 for i in range(len(CANCEL_RACES) - 1)]
+    # Each task's only step is its last, or proposes an action; its model
+    # call takes CANCEL_STEP_SECONDS. The cancels are sent from at once after
+    # the task is created (queued, or just taken) to after its step has ended.
+    def offsets(count: int) -> list[float | None]:
+        return [None] + [i * 0.5 / (count - 1) for i in range(count - 1)]
+
+    races = [*zip(CANCEL_RACES, offsets(len(CANCEL_RACES)), strict=True),
+             *zip(CANCEL_ACTION_RACES, offsets(len(CANCEL_ACTION_RACES)), strict=True)]  # fmt: skip
     tasks: dict[int, str] = {}
     cancels: dict[int, int] = {}
 
@@ -232,39 +246,87 @@ def test_a_cancel_racing_the_last_step_ends_the_task_cancelled_or_completed_neve
             time.sleep(offset)
         cancels[pipeline] = call(runs.front.base, "POST", f"/ap/v1/agent/tasks/{task_id}/cancel", token=TOKEN_A)[0]
 
-    racing = [threading.Thread(target=create_and_cancel, args=args) for args in zip(CANCEL_RACES, offsets, strict=True)]
+    racing = [threading.Thread(target=create_and_cancel, args=race) for race in races]
     for thread in racing:
         thread.start()
     for thread in racing:
         thread.join()
-    assert set(cancels.values()) <= {200, 409} and len(cancels) == len(CANCEL_RACES), cancels
-    for pipeline, task_id in tasks.items():
-        _assert_ended_one_way(runs, task_id, cancelled=cancels[pipeline] == 200)
+    assert set(cancels.values()) <= {200, 409} and len(cancels) == len(races), cancels
+    for pipeline in CANCEL_RACES:
+        _assert_ended_one_way(runs, tasks[pipeline], cancelled=cancels[pipeline] == 200)
+    for pipeline in CANCEL_ACTION_RACES:
+        # A task waiting for a decision can be cancelled too: every cancel wins.
+        assert cancels[pipeline] == 200
+        _assert_cancelled_with_the_action_only_if_proposed_first(runs, tasks[pipeline])
 
 
 def _assert_ended_one_way(runs: Rig, task_id: str, *, cancelled: bool) -> None:
     """The task ended as its cancel's answer says, and stays so once no step
-    of it runs: its steps and its event log agree, and no step began after
-    a cancel. (A step that was running when the cancel came ends as it ran,
-    as docs/agent-protocol.md's state table says.)"""
-    wait_until(
-        lambda: all(s["additional_output"]["state"] != "running" for s in steps_of(runs.front.base, task_id,
-                    token=TOKEN_A)), f"the end of the steps of task {task_id}")  # fmt: skip
-    task = wait_for_status(runs.front.base, task_id, FINISHED, token=TOKEN_A)
-    steps = steps_of(runs.front.base, task_id, token=TOKEN_A)
-    assert task["steps"] == len(steps) <= 1, (task, steps)
-    logged = task_events(runs.database_url, task_id)
+    of it runs: its steps, its files and its event log agree, and no step
+    began after a cancel. A step that was running when the cancel came ends
+    failed, with no answer and no file (docs/agent-protocol.md's state table)."""
+    task, steps, logged = _ended(runs, task_id)
     states = [e.data["status"] for e in logged if e.kind == "state"]
     outcomes = [e.data for e in logged if e.kind == "outcome"]
+    artifacts = call(runs.front.base, "GET", f"/ap/v1/agent/tasks/{task_id}/artifacts", token=TOKEN_A)[1]
     if cancelled:
         assert (task["status"], task["outcome"], task["output"]) == ("cancelled", None, None), task
         assert (states[-1], [s for s in states if s in FINISHED], outcomes) == ("cancelled", ["cancelled"], [])
+        assert artifacts["artifacts"] == [] and [e for e in logged if e.kind == "artifact"] == [], artifacts
+        _assert_ended_after_the_cancel(steps, logged)
     else:
         assert (task["status"], task["outcome"], task["output"]) == ("completed", "completed", "finished"), task
         assert (states[-1], [s for s in states if s in FINISHED]) == ("completed", ["completed"])
         assert outcomes == [{"outcome": "completed", "output": "finished", "error": None}]
         [step] = steps
         assert (step["is_last"], step["output"], step["additional_output"]["state"]) == (True, "finished", "completed")
+        assert [a["file_name"] for a in artifacts["artifacts"]] == ["answer.md"], artifacts
+
+
+def _assert_cancelled_with_the_action_only_if_proposed_first(runs: Rig, task_id: str) -> None:
+    """A cancelled task has a pending action only if its step ended first
+    (the task waited for the decision when the cancel came, and the action
+    stays undecided); a step that ended after the cancel proposed nothing."""
+    task, steps, logged = _ended(runs, task_id)
+    assert (task["status"], task["outcome"]) == ("cancelled", None), task
+    states = [e.data["status"] for e in logged if e.kind == "state"]
+    actions = call(runs.front.base, "GET", f"/ap/v1/agent/tasks/{task_id}/actions", token=TOKEN_A)[1]["actions"]
+    proposed = [e.data for e in logged if e.kind == "action"]
+    if "waiting_for_input" in states:
+        assert states[-2:] == ["waiting_for_input", "cancelled"], states
+        [step] = steps
+        assert step["additional_output"]["state"] == "completed"
+        assert (
+            [(a["tool"], a["status"]) for a in actions]
+            == [("job_log", "pending")]
+            == [(a["tool"], a["status"]) for a in proposed]
+        )
+    else:
+        assert (actions, proposed) == ([], []), actions
+        _assert_ended_after_the_cancel(steps, logged)
+
+
+def _assert_ended_after_the_cancel(steps: list[dict[str, Any]], logged: list[TaskEvent]) -> None:
+    """The cancelled task's step, if one began: failed, with no answer, after
+    the cancel in the log too (the step's end lost the race)."""
+    if not steps:
+        return
+    [step] = steps
+    ended = (step["output"], step["is_last"], step["additional_output"]["state"], step["additional_output"]["error"])
+    assert ended == (None, True, "failed", CANCELLED_WHILE_RUNNING), step
+    kinds = [(e.kind, e.data.get("status")) for e in logged if e.kind in ("step", "state")]
+    assert kinds[-2:] == [("state", "cancelled"), ("step", "failed")], kinds
+
+
+def _ended(runs: Rig, task_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[TaskEvent]]:
+    """The task, its steps and its event log once no step of it runs."""
+    wait_until(
+        lambda: all(s["additional_output"]["state"] != "running" for s in steps_of(runs.front.base, task_id,
+                    token=TOKEN_A)), f"the end of the steps of task {task_id}")  # fmt: skip
+    task = wait_for_status(runs.front.base, task_id, FINISHED, token=TOKEN_A)
+    steps = steps_of(runs.front.base, task_id, token=TOKEN_A)
+    assert task["steps"] == len(steps) <= 1, (task, steps)
+    return task, steps, task_events(runs.database_url, task_id)
 
 
 def test_a_tasks_db_of_revision_0002_migrates_when_a_server_starts_and_its_tasks_run_once_a_worker_does(
