@@ -48,7 +48,15 @@ from registry.format.definition import check_agent_name
 from registry.models import Issue
 from registry.protocol.advance import StepRunner, step_id_of
 from registry.protocol.outputs import pending_action
-from registry.protocol.records import ActionRecord, ArtifactRecord, Decision, StepRecord, TaskRecord, Upload
+from registry.protocol.records import (
+    ActionRecord,
+    ArtifactRecord,
+    Decision,
+    LogEntry,
+    StepRecord,
+    TaskRecord,
+    Upload,
+)
 from registry.protocol.requests import (
     MODES,
     check_bound,
@@ -65,7 +73,7 @@ from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.requests import relative_path as checked_relative_path
 from registry.protocol.states import NEW, TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
-from registry.protocol.tasklog import LogListener, state_entry
+from registry.protocol.tasklog import LogListener, action_entry, artifact_entry, state_entry
 from registry.runs.engine import RunEngine, Segment
 from registry.runs.liveness import Sweeper
 
@@ -194,10 +202,10 @@ class TaskService:
             segments=1 if background else 0,
         )
         stored = [self._new_file(task.task_id, upload) for upload in files]
-        self.store.create_task(task, files=stored, enqueue=self._enqueue if background else None)
-        self.runner.log.created(task)
-        for artifact, _ in stored:
-            self.runner.log.artifact(artifact)
+        # Its first entries with it: a worker may take it, and log its step,
+        # the moment the transaction commits.
+        entries = [state_entry(task.status), *(artifact_entry(artifact) for artifact, _ in stored)]
+        self.store.create_task(task, files=stored, enqueue=self._enqueue if background else None, entries=entries)
         return task
 
     def get_task(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -261,12 +269,10 @@ class TaskService:
             enqueue=self._enqueue_one,
             step=step,
             decision=decision,
+            entries=_queued_entries,
         )
         if queued is None:
             raise _conflict(self.get_task(caller, task_id), "step")
-        if decision is not None:
-            self.runner.log.action(self._decided(task_id, decision.action_id))
-        self.runner.log.state(queued)
         return self._wait_for_step(task_id, step.step_id)
 
     def decide(self, caller: Caller, task_id: str, extra: Mapping[str, Any]) -> ActionRecord:
@@ -294,13 +300,11 @@ class TaskService:
             at=_now(),
             enqueue=self._enqueue,
             decision=decision,
+            entries=_queued_entries,
         )
         if queued is None:
             raise _conflict(self.get_task(caller, task_id), "decide")
-        decided = self._decided(task_id, pending.action_id)
-        self.runner.log.action(decided)
-        self.runner.log.state(queued)
-        return decided
+        return self._decided(task_id, pending.action_id)
 
     def _decision(
         self, task: TaskRecord, pending: ActionRecord | None, decision: Mapping[str, Any] | None, segment: int
@@ -512,3 +516,8 @@ def _conflict(task: TaskRecord, event: str) -> InvalidState:
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _queued_entries(queued: TaskRecord, decided: ActionRecord | None) -> list[LogEntry]:
+    """The log's entries for a task given its next segment: the decision, then the state."""
+    return [*([] if decided is None else [action_entry(decided)]), state_entry(queued.status)]

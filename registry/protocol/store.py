@@ -90,15 +90,18 @@ class TaskStore:
         *,
         files: Sequence[tuple[ArtifactRecord, bytes]] = (),
         enqueue: Callable[[Connection, TaskRecord], None] | None = None,
+        entries: Sequence[LogEntry] = (),
     ) -> None:
-        """Add a new task and its ``files``; ``enqueue`` puts its first
-        segment on the run queue in the same transaction (a background task),
-        so that no worker starts it before its files are there."""
+        """Add a new task and its ``files``, and its first log ``entries``;
+        ``enqueue`` puts its first segment on the run queue in the same
+        transaction (a background task), so that no worker starts it before
+        its files and its first entries are there."""
         with self._transaction(writes=True) as db:
             db.execute(insert(tasks).values(**_values(task)))
             for artifact, data in files:
                 db.execute(insert(artifacts).values(**_values(artifact)))
                 db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
+            _append_in(db, task.task_id, entries)
             if enqueue is not None:
                 enqueue(db, task)
 
@@ -130,6 +133,7 @@ class TaskStore:
         enqueue: Callable[[Connection, TaskRecord], None],
         step: StepRecord | None = None,
         decision: Decision | None = None,
+        entries: Callable[[TaskRecord, ActionRecord | None], Sequence[LogEntry]] | None = None,
     ) -> TaskRecord | None:
         """Give the task (of ``owner``; ``None``: of anyone) its next segment,
         number ``segment``, if it is in one of ``from_states`` and has had one
@@ -138,8 +142,10 @@ class TaskStore:
         numbered by the task's new count of steps. A ``decision`` on a pending
         action is recorded with it (the action and the run's journal), or
         ``DecisionConflict`` is raised and nothing changes when the action was
-        decided meanwhile. Returns the task as it now is, or ``None``,
-        changing nothing, when it is not there or not in those states."""
+        decided meanwhile. The log's ``entries`` for the queued task and
+        the decided action are appended with it, before a worker can log its
+        step. Returns the task as it now is, or ``None``, changing nothing,
+        when it is not there or not in those states."""
         with self._transaction(writes=True) as db:
             submitted = db.execute(
                 update(tasks)
@@ -161,8 +167,13 @@ class TaskStore:
             task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == task_id)).one()._mapping)
             if step is not None:
                 db.execute(insert(steps).values(**_values(dataclasses.replace(step, number=task.steps))))
+            decided = None
             if decision is not None:
                 _record_decision(db, decision)
+                row = db.execute(select(actions).where(actions.c.action_id == decision.action_id)).one()
+                decided = ActionRecord(**row._mapping)
+            if entries is not None:
+                _append_in(db, task_id, entries(task, decided), locked=True)
             enqueue(db, task)
         return task
 

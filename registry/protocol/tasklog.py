@@ -87,9 +87,6 @@ class TaskLog:
             # and end among them, which it writes with the step itself.
             store.on_appended(self._tell)
 
-    def created(self, task: TaskRecord) -> None:
-        self._append(task.task_id, [state_entry(task.status)])
-
     def sink(self, task_id: str, step_id: str) -> EventLogSink:
         """Where the run's events of this step go; end or close it once the step ends."""
         return EventLogSink(self._store, task_id, step_id)

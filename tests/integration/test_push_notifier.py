@@ -155,9 +155,14 @@ def test_a_configuration_just_set_is_sent_the_task_as_it_is_numbered_by_the_last
     tasks: TaskStore, receiver: PushReceiver, notifier: PushNotifier
 ) -> None:
     task = as_it_ends(tasks, "t2", "completed", outcome="completed", output="done")
-    log = TaskLog(tasks, listeners=[notifier])
+    # Both before any configuration, and sent (to nobody) before it is set:
+    # this notifier's thread would otherwise find the configuration set by
+    # the time it looks them up.
+    earlier = PushNotifier(tasks, allowed=LOOPBACK, policy=FAST)
+    log = TaskLog(tasks, listeners=[earlier])
     log.state(replace(task, status="running"))
-    log.state(task)  # both before any configuration: told to nobody
+    log.state(task)
+    earlier.close()
     requests = StoredPushConfigs(tasks, allowed=LOOPBACK, on_set=notifier.snapshot)
     made = requests.set(
         Caller("alice"), "t2", TaskPushNotificationConfig(id="late", url=f"http://127.0.0.1:{receiver.port}/hook")

@@ -170,7 +170,7 @@ def test_listeners_are_told_what_the_log_appended_numbered_and_a_broken_one_stop
     log = TaskLog(store, listeners=[Broken(), recorder])
     task = store.get_task(task_id, owner=None)
     assert task is not None
-    log.created(task)
+    log.state(task)
     log.state(replace(task, status="cancelled"), "given up")
     with log.sink(task_id, "s1") as sink:
         sink.put(TextEvent("streamed text is not a change of the task", "x/y", 1, ""))
