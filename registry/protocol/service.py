@@ -65,7 +65,7 @@ from registry.protocol.requests import file_name as checked_file_name
 from registry.protocol.requests import relative_path as checked_relative_path
 from registry.protocol.states import NEW, TASK_FINISHED, transition
 from registry.protocol.store import TaskStore
-from registry.protocol.tasklog import state_entry
+from registry.protocol.tasklog import artifact_entry, state_entry
 from registry.runs.engine import RunEngine, Segment
 from registry.runs.liveness import Sweeper
 
@@ -187,10 +187,8 @@ class TaskService:
             segments=1 if background else 0,
         )
         stored = [self._new_file(task.task_id, upload) for upload in files]
-        self.store.create_task(task, files=stored, enqueue=self._enqueue if background else None)
-        self.runner.log.created(task)
-        for artifact, _ in stored:
-            self.runner.log.artifact(artifact)
+        entries = [state_entry(task.status), *(artifact_entry(artifact) for artifact, _ in stored)]
+        self.store.create_task(task, files=stored, enqueue=self._enqueue if background else None, entries=entries)
         return task
 
     def get_task(self, caller: Caller, task_id: str) -> TaskRecord:

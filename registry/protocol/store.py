@@ -82,15 +82,19 @@ class TaskStore:
         *,
         files: Sequence[tuple[ArtifactRecord, bytes]] = (),
         enqueue: Callable[[Connection, TaskRecord], None] | None = None,
+        entries: Sequence[LogEntry] = (),
     ) -> None:
-        """Add a new task and its ``files``; ``enqueue`` puts its first
-        segment on the run queue in the same transaction (a background task),
-        so that no worker starts it before its files are there."""
+        """Add a new task, its ``files`` and the first ``entries`` of its
+        event log; ``enqueue`` puts its first segment on the run queue in the
+        same transaction (a background task), so that no worker starts it
+        before its files and its first entries are there."""
         with self._transaction(writes=True) as db:
             db.execute(insert(tasks).values(**_values(task)))
             for artifact, data in files:
                 db.execute(insert(artifacts).values(**_values(artifact)))
                 db.execute(insert(artifact_data).values(artifact_id=artifact.artifact_id, data=data))
+            # No one else sees the task before this commits: nothing to lock.
+            _append_in(db, task.task_id, entries, locked=True)
             if enqueue is not None:
                 enqueue(db, task)
 

@@ -2,14 +2,14 @@
 (``registry.protocol.events`` names the kinds and their data).
 
 - ``TaskLog``: the entries the service appends where it changes a task
-  (a step is queued, an action is decided, a file is uploaded, the task is
-  created), one call per place. The entries of one change are appended in
-  one transaction.
+  (a step is queued, an action is decided, a file is uploaded), one call
+  per place. The entries of one change are appended in one transaction.
 - ``step_started``, ``step_finished``, ``step_ended_after_cancel``,
   ``action_entry``, ``artifact_entry``, ``state_entry``: the entries the
   store writes in the transaction that makes the change they tell of (a
   step's start and end: ``TaskStore.begin_step``, ``TaskStore.finish_step``;
-  a cancel: ``TaskStore.set_task_status``). A reader sees a finished task's
+  a cancel: ``TaskStore.set_task_status``; the task's creation and its
+  files: ``TaskStore.create_task``). A reader sees a finished task's
   ``state``, ``outcome``, answer and action together with the rows they
   describe, a cancel before the end of the step it interrupted, and never
   the answer of a step that lost the race with a cancel.
@@ -22,10 +22,11 @@
   ``flush_seconds`` have gathered, so that a long answer is tens of rows,
   not thousands.
 
-Appending apart from a step's start and end is best effort: the log is for
-watching a task, not its record. A database failure is logged and the
-entry lost; the step goes on, and what it did is still in its step, action
-and artifact rows.
+Appending through ``TaskLog`` and ``EventLogSink`` is best effort: the log
+is for watching a task, not its record. A database failure is logged and
+the entry lost; the step goes on, and what it did is still in its step,
+action and artifact rows. The entries the store writes with a change
+commit, or fail, with it.
 """
 
 from __future__ import annotations
@@ -60,9 +61,6 @@ class TaskLog:
 
     def __init__(self, store: TaskStore) -> None:
         self._store = store
-
-    def created(self, task: TaskRecord) -> None:
-        self._append(task.task_id, [state_entry(task.status)])
 
     def sink(self, task_id: str, step_id: str) -> EventLogSink:
         """Where the run's events of this step go; end or close it once the step ends."""
