@@ -131,11 +131,8 @@ class StepRunner:
             if begun is None:
                 return
             task, step = begun.task, begun.step
-        self.store.finish_step(
-            self._failed(
-                task, step, "an internal error of the service stopped the step; it has been logged", attempt=RETRIES
-            )  # fmt: skip
-        )
+        reason = "an internal error of the service stopped the step; it has been logged"
+        self.store.finish_step(self._failed(task, step, reason, attempt=RETRIES))
 
     def _run(self, begun: Begun, attempt: int) -> StepEnd:
         task, step = begun.task, begun.step

@@ -3,8 +3,10 @@
 A task's log (``task_events``, numbered 1, 2, 3... per task) is what live
 subscribers receive: the Agent Protocol's SSE extension and A2A's streams
 both read it, and the UI's task page follows it. Whoever changes a task
-appends the entry in the same breath (``TaskStore.append_event``); readers
-resume after the last number they saw (``Last-Event-ID``).
+appends the entry in the same breath (``TaskStore.append_events``), or in
+the very transaction of the change (``TaskStore.create_task``,
+``begin_step``, ``finish_step``, ``set_task_status``); readers resume after
+the last number they saw (``Last-Event-ID``).
 
 Every kind, with the members of its ``data`` (JSON):
 
