@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from registry.protocol.records import TaskRecord
 from registry.protocol.store import TaskStore
 from tests.support.postgres_server import postgres_server  # noqa: F401  (a fixture: pytest finds it here)
+from tests.support.push_tasks import add_task
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -25,28 +24,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]
     opened = TaskStore(url)
     yield opened
     opened.close()
-
-
-def add_task(store: TaskStore, task_id: str) -> str:
-    now = datetime.now(timezone.utc)
-    store.create_task(
-        TaskRecord(
-            task_id=task_id,
-            owner="anonymous",
-            input=None,
-            additional_input={},
-            agent="a/b",
-            release_requested="latest",
-            release_tag="v1.0.0",
-            release_commit="0" * 40,
-            digest="sha256:0",
-            inputs={},
-            status="created",
-            created_at=now,
-            updated_at=now,
-        )
-    )
-    return task_id
 
 
 def test_entries_appended_together_are_numbered_together_and_read_back_as_written(store: TaskStore) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,13 @@ import pytest
 
 from registry.executor.events import TextEvent, ToolCallEvent, ToolResultEvent
 from registry.protocol.hub import EventHub, Subscription
-from registry.protocol.records import TaskEvent, TaskRecord
+from registry.protocol.records import TaskEvent
 from registry.protocol.store import TaskStore
 from registry.protocol.tasklog import EventLogSink, TaskLog
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import REACT
 from tests.support.protocol_service import Service, create, step
+from tests.support.push_tasks import add_task
 
 ACTION = 'Thought: look it up\nAction: lookup\nAction Input: {"word": "ox"}'
 
@@ -31,28 +31,6 @@ def store(tmp_path: Path) -> Iterator[TaskStore]:
     opened = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
     yield opened
     opened.close()
-
-
-def add_task(store: TaskStore, task_id: str) -> str:
-    now = datetime.now(timezone.utc)
-    store.create_task(
-        TaskRecord(
-            task_id=task_id,
-            owner="anonymous",
-            input=None,
-            additional_input={},
-            agent="a/b",
-            release_requested="latest",
-            release_tag="v1.0.0",
-            release_commit="0" * 40,
-            digest="sha256:0",
-            inputs={},
-            status="created",
-            created_at=now,
-            updated_at=now,
-        )
-    )
-    return task_id
 
 
 def kinds(entries: list[TaskEvent]) -> list[str]:

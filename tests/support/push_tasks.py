@@ -1,5 +1,6 @@
-"""Tasks to hang push notification configurations on: a task store holding
-tasks of the owners a test names, for the tests of ``registry.a2a``."""
+"""Tasks stored as a test needs them, with no service to create them: to
+hang push notification configurations on (a task store holding tasks of the
+owners a test names), or to append event log entries to."""
 
 from __future__ import annotations
 
@@ -11,26 +12,32 @@ from registry.protocol.store import TaskStore
 CREATED = datetime(2026, 5, 9, 12, 0, tzinfo=timezone.utc)
 
 
+def add_task(store: TaskStore, task_id: str, *, owner: str = "anonymous") -> str:
+    """A task of ``owner``, ``created``, in ``store``; its id."""
+    store.create_task(
+        TaskRecord(
+            task_id=task_id,
+            owner=owner,
+            input="summarise the ticket",
+            additional_input={},
+            agent="support/triage",
+            release_requested="latest",
+            release_tag="v1.0.0",
+            release_commit="0" * 40,
+            digest="sha256:" + "ab" * 32,
+            inputs={},
+            status="created",
+            created_at=CREATED,
+            updated_at=CREATED,
+        )
+    )
+    return task_id
+
+
 def task_store_with(url: str, tasks: dict[str, str]) -> TaskStore:
     """A task store at ``url`` (migrated on opening) holding a task per
     entry of ``tasks``: its id, and its owner."""
     store = TaskStore(url)
     for task_id, owner in tasks.items():
-        store.create_task(
-            TaskRecord(
-                task_id=task_id,
-                owner=owner,
-                input="summarise the ticket",
-                additional_input={},
-                agent="support/triage",
-                release_requested="latest",
-                release_tag="v1.0.0",
-                release_commit="0" * 40,
-                digest="sha256:" + "ab" * 32,
-                inputs={},
-                status="created",
-                created_at=CREATED,
-                updated_at=CREATED,
-            )
-        )
+        add_task(store, task_id, owner=owner)
     return store
