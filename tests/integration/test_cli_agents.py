@@ -20,25 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from registry.store.example import build_example_repository
+from tests.support.agent_workers import call
 from tests.support.ports import free_port
 from tests.support.servers import REPOSITORY, RegistryProcess, clean_environment
 
 CLI = str(Path(sys.executable).parent / "prompt-registry")
-
-
-def call(
-    base: str, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 60, token: str | None = None
-) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 @contextmanager
