@@ -231,11 +231,11 @@ class RunEngine:
     def start(self, advance: Advance | None) -> None:
         """Open the client; in a worker, launch DBOS and listen to the queue."""
         global _advance, _worker
-        if not self.worker:
-            # DBOS's client never creates DBOS's tables; a worker's launch does.
-            # A server that starts on a database no worker has launched on yet
-            # would refuse every task until one does.
-            DBOS.migrate(self.database_url)
+        # DBOS's client never creates DBOS's tables; a worker's launch does.
+        # A server that starts on a database no worker has launched on yet
+        # would refuse every task until one does (and a worker registers its
+        # queue with the client, before the launch).
+        DBOS.migrate(self.database_url)
         self._client = DBOSClient(system_database_url=self.database_url, application_name=APPLICATION)
         if not self.worker:
             return
@@ -259,14 +259,19 @@ class RunEngine:
                 "notification_listener_polling_interval_sec": LISTENER_POLL_SECONDS,
             }
         )
-        DBOS.launch()
-        self._launched = True
-        DBOS.register_queue(
+        # Registered before the launch: DBOS's queue manager starts a queue's
+        # dequeuing thread when it first finds its row, at launch and then
+        # once a second, so a queue registered after it waited up to a second
+        # before its first task.
+        self._client.register_queue(
             QUEUE,
             worker_concurrency=self.concurrency,
             polling_interval_sec=self.poll_seconds,
             on_conflict="always_update",
+            application_name=APPLICATION,
         )
+        DBOS.launch()
+        self._launched = True
 
     def enqueue_in(self, connection: Connection, segment: Segment, *, max_steps: int = MAX_STEPS_PER_SEGMENT) -> None:
         """Put ``segment`` on the queue as part of ``connection``'s transaction."""
