@@ -297,6 +297,24 @@ class ModelError(RegistryError):
         self.reason = reason
         self.http_status = http_status
 
+    @property
+    def transient(self) -> bool:
+        """Whether the same call may well succeed later: a timeout, a broken
+        connection, or an error status that says "not now" (408, 409, 425,
+        429, 5xx, or a stream's error with no status). Not a 4xx that says
+        the request is wrong, a reply that is not a completion, a reply over
+        the cap, an unbound provider, or a script or recording with nothing
+        left to give: those fail the same way every time."""
+        if self.reason in _TRANSIENT_REASONS:
+            return True
+        if self.reason != "status":
+            return False
+        return self.http_status is None or self.http_status >= 500 or self.http_status in _TRANSIENT_STATUSES
+
+
+_TRANSIENT_REASONS = frozenset({"timeout", "connection"})
+_TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
+
 
 class AgentServiceError(RegistryError):
     """The Agent Protocol service the UI shows tasks of answered a problem

@@ -215,7 +215,7 @@ class _Loop:
                 reply = await ctx.model.complete(request)
             text = reply.content
         except ModelError as exc:
-            span.set(**{"registry.error.reason": exc.reason})
+            span.set(**{"registry.error.reason": exc.reason, "registry.error.transient": exc.transient})
             left = ctx.remaining()
             if exc.reason == "timeout" and left is not None and left <= 0.05:
                 # The call was cut short by the run's own deadline.

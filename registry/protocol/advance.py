@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from registry.client import Agent, RegistryClient
-from registry.errors import RegistryError
+from registry.errors import NotReady, RegistryError, RegistryUnavailable, RequestTimeout
 from registry.executor import Executor
 from registry.executor.executor import StepResult
 from registry.executor.journal import PendingAction
@@ -43,7 +43,10 @@ log = logging.getLogger("registry.protocol")
 ANSWER_FILE = "answer.md"
 CANCELLED_WHILE_RUNNING = "the task was cancelled while this step ran: its answer, files and action are not kept"
 RETRIES = 3
-"""Times a background task's failed model call is tried again before the task fails."""
+"""Times a background task's failed model call is tried again before the
+task fails, when the failure is one that may pass (``FailedCall.transient``)."""
+_REGISTRY_AWAY = (RegistryUnavailable, NotReady, RequestTimeout)
+"""The registry's answers that say "not now" rather than "no such agent"."""
 
 
 def step_id_of(task_id: str, segment: int, index: int, attempt: int = 0) -> str:
@@ -132,7 +135,7 @@ class StepRunner:
                 return
             task, step = begun.task, begun.step
         reason = "an internal error of the service stopped the step; it has been logged"
-        self.store.finish_step(self._failed(task, step, reason, attempt=RETRIES))
+        self.store.finish_step(self._failed(task, step, reason, attempt=attempt, transient=False))
 
     def _run(self, begun: Begun, attempt: int) -> StepEnd:
         task, step = begun.task, begun.step
@@ -149,16 +152,24 @@ class StepRunner:
             streamed = sink.end()  # the answer's last text: written with the step's end
         if isinstance(result, RegistryError):
             # The registry could not give the pinned agent: the step fails,
-            # and the task can try again.
+            # and the task can try again if the registry may answer later.
             log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, result)
-            return self._failed(task, step, str(result), attempt=attempt, streamed=streamed)
-        failed_call = failed_model_call(result)
-        if failed_call is not None:
+            transient = isinstance(result, _REGISTRY_AWAY)
+            return self._failed(task, step, str(result), attempt=attempt, transient=transient, streamed=streamed)
+        failed = failed_model_call(result)
+        if failed is not None:
             # Nothing was journaled for the call: the next step makes it again,
             # and replays everything before it.
-            log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, failed_call)
-            additional = step_output(task, result.run_trace)
-            return self._failed(task, step, failed_call, attempt=attempt, additional=additional, streamed=streamed)
+            log.warning("step %s of task %s failed: %s", step.step_id, task.task_id, failed.error)
+            return self._failed(
+                task,
+                step,
+                failed.error,
+                attempt=attempt,
+                transient=failed.transient,
+                additional=step_output(task, result.run_trace),
+                streamed=streamed,
+            )
         return self._finish(task, step, result, streamed)
 
     def _finish(self, task: TaskRecord, step: StepRecord, result: StepResult, streamed: list[LogEntry]) -> StepEnd:
@@ -221,18 +232,20 @@ class StepRunner:
         reason: str,
         *,
         attempt: int,
+        transient: bool = True,
         additional: Mapping[str, Any] | None = None,
         streamed: Sequence[LogEntry] = (),
     ) -> StepEnd:
         """The step fails. A stepped task waits for the next step, which goes
         on from what the journal holds; a background task is tried again by
-        its segment, or fails after ``RETRIES`` more tries."""
+        its segment when the failure is ``transient``, and fails when it is
+        not or after ``RETRIES`` more tries."""
         now = _now()
         waiting = replace(task, running_step_id=None, updated_at=now)
         if task.mode != "background":
             waiting = replace(waiting, status=transition("task", "running", "interrupt").target)
             reason = f"{reason}; the task can go on: post a new step to try the call again"
-        elif attempt >= RETRIES:
+        elif attempt >= RETRIES or not transient:
             waiting = replace(
                 waiting, status=transition("task", "running", "fail").target, outcome="failed", error=reason
             )

@@ -10,6 +10,7 @@ on (``interrupt`` in the state table).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from registry.executor import EXHAUSTED, FAILED, Trace
@@ -59,17 +60,29 @@ def step_output(task: TaskRecord, trace: Trace) -> dict[str, Any]:
     }
 
 
-def failed_model_call(result: StepResult) -> str | None:
-    """Why the run ended, when it ended because a model call did not answer:
-    an outage, a refused connection, a timeout, or the step's time limit
-    (the service's ``--timeout``, a composite's ``limits.timeout``) reached
-    while it waited. Such a call's span has no reply (the executor opens it
-    only once the budget and the clock allow the call), and nothing was
-    journaled for it, so the next step makes it again. None otherwise."""
+@dataclass(frozen=True)
+class FailedCall:
+    """A model call that got no answer: why (the run's error), and whether
+    the same call may well succeed later (``ModelError.transient``; a call
+    cut short by the step's time limit may)."""
+
+    error: str
+    transient: bool
+
+
+def failed_model_call(result: StepResult) -> FailedCall | None:
+    """The call the run ended on, when it ended because a model call did not
+    answer: an outage, a refused connection, a timeout, an error status, or
+    the step's time limit (the service's ``--timeout``, a composite's
+    ``limits.timeout``) reached while it waited. Such a call's span has no
+    reply (the executor opens it only once the budget and the clock allow
+    the call), and nothing was journaled for it, so the next step makes it
+    again. None otherwise."""
     run = result.result
     if run is None or run.outcome not in (FAILED, EXHAUSTED):
         return None
     for span in run.trace.spans("chat"):
         if "registry.reply" not in span.attributes and not span.attributes.get("registry.replayed"):
-            return run.error or "a model call failed"
+            transient = span.attributes.get("registry.error.transient", True) is not False
+            return FailedCall(run.error or "a model call failed", transient)
     return None

@@ -87,7 +87,7 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the run ends with an answer: outcome completed, or blocked by a gate"),
     Transition("task", "running", "fail", "failed", SERVER, _WORKER,
                "the run ends without one: outcome failed, or exhausted a limit; or a background task's model call"
-               " failed three more times"),
+               " failed for good (a 4xx, say) or three more times"),
     Transition("task", "running", "interrupt", "waiting_for_input", SERVER, _WORKER,
                "a stepped task's step fails and the run is not over (a model call failed, or the pinned agent could"
                " not be fetched): the next step tries again from the journal"),

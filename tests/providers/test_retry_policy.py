@@ -100,3 +100,35 @@ def test_an_attempt_past_its_deadline_goes_to_fail_as_a_timeout() -> None:
     with pytest.raises(ModelError, match=r"after 0 retries$") as caught:
         asyncio.run(run())
     assert isinstance(caught.value.__cause__, TimeoutError)
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "transient"),
+    [
+        ("timeout", None, True),
+        ("connection", None, True),
+        ("status", None, True),  # a stream's error event, with no status
+        ("status", 408, True),
+        ("status", 409, True),
+        ("status", 425, True),
+        ("status", 429, True),
+        ("status", 500, True),
+        ("status", 503, True),
+        ("status", 529, True),
+        ("status", 400, False),
+        ("status", 401, False),
+        ("status", 403, False),
+        ("status", 404, False),
+        ("status", 422, False),
+        ("malformed", None, False),
+        ("too-large", None, False),
+        ("unbound", None, False),
+        ("no-reply", None, False),
+        ("not-recorded", None, False),
+    ],
+)
+def test_a_model_error_is_transient_when_the_same_call_may_succeed_later(
+    reason: str, status: int | None, transient: bool
+) -> None:
+    """What a background task retries (docs/agent-protocol.md, "Background tasks")."""
+    assert ModelError("the call failed", reason=reason, http_status=status).transient is transient
