@@ -183,13 +183,14 @@ class TaskStore:
         *,
         worker: str,
         at: datetime,
-        entries: Callable[[TaskRecord, StepRecord], Sequence[LogEntry]] | None = None,
+        entries: Callable[[TaskRecord, StepRecord, str], Sequence[LogEntry]] | None = None,
     ) -> Begun | None:
         """Start ``step`` on ``worker``: the step stored ``created`` by a
         stepped task's ``submit``, the step a dead worker left ``running``
         (taken over), or a background task's next step (stored now, numbered
         after the others). The task becomes ``running`` with it, and the
-        ``entries`` for the two are appended to its event log. Returns the
+        ``entries`` for the two (given the task's status before) are
+        appended to its event log. Returns the
         task, the step as they now are and the task's journal; the step as
         it was if it is already over (its worker died after finishing it);
         ``None``, changing nothing, when the task is no longer queued or
@@ -199,6 +200,7 @@ class TaskStore:
             if row is not None and row.status in ("completed", "failed"):
                 task = TaskRecord(**db.execute(select(tasks).where(tasks.c.task_id == step.task_id)).one()._mapping)
                 return Begun(task, StepRecord(**row._mapping), _journal_of(db, step.task_id))
+            was = db.execute(select(tasks.c.status).where(tasks.c.task_id == step.task_id)).scalar_one_or_none()
             started = db.execute(
                 update(tasks)
                 .where(tasks.c.task_id == step.task_id, tasks.c.status.in_(("queued", "running")))
@@ -220,7 +222,7 @@ class TaskStore:
                 running = dataclasses.replace(StepRecord(**row._mapping), status="running", worker=worker)
                 db.execute(update(steps).where(steps.c.step_id == step.step_id).values(status="running", worker=worker))
             if entries is not None:
-                _append_in(db, task.task_id, entries(task, running), locked=True)
+                _append_in(db, task.task_id, entries(task, running, was or ""), locked=True)
             return Begun(task, running, _journal_of(db, task.task_id))
 
     def set_task_status(

@@ -126,19 +126,25 @@ class TaskLog:
 # transaction (``TaskStore.begin_step``, ``TaskStore.finish_step``).
 
 
-def step_started(task: TaskRecord, step: StepRecord) -> list[Entry]:
-    """``task`` is running ``step`` now (as the claim left them)."""
-    return [state_entry(task.status), (events.STEP, _step(step))]
+def step_started(task: TaskRecord, step: StepRecord, was: str) -> list[Entry]:
+    """``task``, which was ``was``, is running ``step`` now (as the claim
+    left them): its state only when that changed (a background task's next
+    step, or a step taken over, starts on a task already running)."""
+    started = (events.STEP, _step(step))
+    return [started] if was == task.status else [state_entry(task.status), started]
 
 
 def step_finished(step: StepRecord, task: TaskRecord) -> list[Entry]:
     """``step`` ended, leaving ``task`` so: the step, the task's state and,
-    when the run is over, its outcome (the task's last entry)."""
+    when the run is over, its outcome (the task's last entry). A background
+    task that goes on is still ``running``: its state is told again only
+    with the error of a failed step, which its next try follows."""
     additional = step.additional_output or {}
-    entries: list[Entry] = [
-        (events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")}),
-        state_entry(task.status, additional.get("error") if step.status == "failed" else None),
-    ]
+    entries: list[Entry] = [(events.STEP, {**_step(step), "output": step.output, "error": additional.get("error")})]
+    if step.status == "failed":
+        entries.append(state_entry(task.status, additional.get("error")))
+    elif task.status != "running":
+        entries.append(state_entry(task.status))
     if task.status in TASK_FINISHED and task.outcome is not None:
         entries.append((events.OUTCOME, {"outcome": task.outcome, "output": task.output, "error": task.error}))
     return entries

@@ -147,3 +147,53 @@ def test_files_given_with_a_new_task_are_stored_with_it_and_checked_before_anyth
     with pytest.raises(InvalidRequest, match="relative_path"):
         tasks.create_task(caller, body, files=[Upload("a.md", "../../etc", None, b"a")])
     assert tasks.list_tasks(caller, Page(1, 10))[1] == before
+
+
+def logged_states(service: Service, task_id: str) -> list[tuple[str, str | None]]:
+    """The task's ``state`` entries, as (status, reason), once its outcome is logged."""
+    store = service.app.extensions["agent_protocol.service"].store
+    for _ in range(500):  # the outcome is the last entry of a finished task
+        logged = store.events_after(task_id, 0)
+        if logged and logged[-1].kind == events.OUTCOME:
+            return [(e.data["status"], e.data.get("reason")) for e in logged if e.kind == events.STATE]
+        time.sleep(0.02)
+    raise AssertionError(f"task {task_id}'s log has no outcome")
+
+
+OVERLOADED_ONCE = [{"error": {"status": 503, "message": "overloaded"}}, {"content": "drafted"}]
+
+
+@pytest.mark.parametrize("service", [OVERLOADED_ONCE], indirect=True)
+def test_a_model_call_that_may_pass_is_tried_again_and_its_state_is_told_once_per_change(service: Service) -> None:
+    http = service.http()
+    task_id = create(http, "s/draft", inputs={"question": "q"}, mode="background")["task_id"]
+    done = settled(http, task_id)
+    assert (done["status"], done["output"]) == ("completed", "drafted")
+    steps = http.get(f"/ap/v1/agent/tasks/{task_id}/steps").get_json()["steps"]
+    assert [s["additional_output"]["state"] for s in steps] == ["failed", "completed"]
+    # One `running` when the work starts, one with the failed call's error,
+    # none repeated as the second try starts.
+    states = logged_states(service, task_id)
+    assert [status for status, _ in states] == ["queued", "running", "running", "completed"]
+    assert "503" in (states[2][1] or "") and states[1][1] is None
+
+
+@pytest.mark.parametrize(
+    "service",
+    [
+        [{"error": {"status": 401, "message": "invalid api key"}}, {"content": "never asked"}],
+        [{"error": {"status": 400, "message": "context length exceeded"}}, {"content": "never asked"}],
+        [{"agent": "someone/else", "content": "not for this agent"}],
+    ],
+    indirect=True,
+    ids=["401", "400", "no-reply-left"],
+)
+def test_a_model_call_that_will_fail_again_fails_the_background_task_at_once(service: Service) -> None:
+    http = service.http()
+    task_id = create(http, "s/draft", inputs={"question": "q"}, mode="background")["task_id"]
+    done = settled(http, task_id)
+    assert (done["status"], done["outcome"]) == ("failed", "failed")
+    steps = http.get(f"/ap/v1/agent/tasks/{task_id}/steps").get_json()["steps"]
+    assert [s["additional_output"]["state"] for s in steps] == ["failed"]  # one try, no retry
+    assert steps[0]["additional_output"]["error"] == done["error"]
+    assert [status for status, _ in logged_states(service, task_id)] == ["queued", "running", "failed"]
