@@ -117,9 +117,35 @@ class StepRunner:
         if begun.step.status != "running":  # its worker finished it, then died before DBOS recorded it
             return _after(begun.task, begun.step)
         end = self._run(begun, attempt)
-        if not self.store.finish_step(end):
-            return Next.STOP  # cancelled while the step ran
-        return _after(end.task, end.step)
+        return self._write_end(end, f"the end of step {index} of task {task_id}")
+
+    def _write_end(self, end: StepEnd, what: str) -> Next:
+        """Write the step's end, and say what follows it. The database away
+        meanwhile: the end is written again once it is back, not the step
+        run again (which would make its next model round live in this step,
+        and end it one round later)."""
+        tries = 0
+
+        def write() -> Next:
+            nonlocal tries
+            tries += 1
+            if tries > 1:  # the last try may have committed before its connection broke
+                written = self._ended_already(end.step.task_id, end.step.step_id)
+                if written is not None:
+                    return written
+            if not self.store.finish_step(end):
+                return Next.STOP  # cancelled while the step ran
+            return _after(end.task, end.step)
+
+        return while_the_database_is_away(write, what)
+
+    def _ended_already(self, task_id: str, step_id: str) -> Next | None:
+        """What follows the step if its end is written already; None if not."""
+        task = self.store.get_task(task_id, owner=None)
+        step = self.store.get_step(task_id, step_id)
+        if task is None or step is None:
+            return Next.STOP
+        return None if step.status == "running" else _after(task, step)
 
     def abandon(self, task_id: str, segment: int, index: int, attempt: int, reason: str) -> None:
         """The step raised on every try: it ends failed, and so does a
