@@ -5,6 +5,7 @@ SQLite database, with the scripted model."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,3 +198,27 @@ def test_a_model_call_that_will_fail_again_fails_the_background_task_at_once(ser
     assert [s["additional_output"]["state"] for s in steps] == ["failed"]  # one try, no retry
     assert steps[0]["additional_output"]["error"] == done["error"]
     assert [status for status, _ in logged_states(service, task_id)] == ["queued", "running", "failed"]
+
+
+def test_a_task_store_held_locked_past_the_busy_timeout_answers_503_and_keeps_nothing(
+    service: Service, tmp_path: Path
+) -> None:
+    """Another process holding SQLite's write lock longer than the busy
+    timeout (docs/agent-protocol.md, "Durability"): the request waits it
+    out and answers a problem, never a 500, and no half of the task is kept."""
+    http = service.http()
+    before = http.get("/ap/v1/agent/tasks").get_json()["pagination"]["total_items"]
+    holder = sqlite3.connect(tmp_path / "data" / "tasks.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, as another process's long write holds it
+        response = http.post(
+            "/ap/v1/agent/tasks",
+            json={"additional_input": {"agent": "s/draft", "mode": "background", "inputs": {"question": "q"}}},
+        )
+    finally:
+        holder.rollback()
+        holder.close()
+    problem = response.get_json()
+    assert (response.status_code, problem["type"]) == (503, "/problems/store-unavailable"), problem
+    assert "locked" in problem["detail"] and str(tmp_path) not in problem["detail"]
+    assert http.get("/ap/v1/agent/tasks").get_json()["pagination"]["total_items"] == before
