@@ -174,7 +174,14 @@ def test_a_task_with_an_approval_notifies_input_required_then_its_answer_and_com
         task = start(runs.front, APPROVED, push=receiving(receiver, "mine"))
         wait_until(lambda: "TASK_STATE_INPUT_REQUIRED" in states(receiver), "an input-required notification")
         decide(runs.front, task.id)
-        wait_until(lambda: "TASK_STATE_COMPLETED" in states(receiver), "a completed notification")
+        # Notifications may arrive out of order (several senders): the answer's file may come after `completed`.
+        wait_until(
+            lambda: (
+                "TASK_STATE_COMPLETED" in states(receiver)
+                and any("artifactUpdate" in b for b in notifications(receiver))
+            ),
+            "a completed notification and the answer's",
+        )
         received = receiver.received()
         told = notifications(receiver)
     assert all(verified(entry, KEY) for entry in received)
