@@ -38,7 +38,9 @@ OPENAPI_FILE = Path(__file__).resolve().parent / "openapi.yaml"
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 description of the HTTP API."""
     with OPENAPI_FILE.open(encoding="utf-8") as handle:
-        document: dict[str, Any] = yaml.safe_load(handle)
+        # libyaml's loader where PyYAML has it: 18 ms instead of 150 for
+        # every registry process's start (our own file, read whole).
+        document: dict[str, Any] = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return document
 
 
