@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from a2a.types import StreamResponse, TaskState
 
+from registry.a2a.mapping import struct_plain
 from registry.executor import COMPLETED, OUTCOMES, Executor, SqliteFtsRetriever
 from registry.executor.events import TextEvent
 from registry.providers import ChatRequest, OpenAIChatModel, RoutingChatModel, load_models_file
+from tests.support.a2a_calls import data, sdk_client, user_message
+from tests.support.agent_workers import fleet, wait_for_status
 from tests.support.executor_fixtures import (
     LIBRARY_AGENTS,
     NO_SCHEMA_INPUTS,
@@ -270,3 +274,38 @@ def test_an_evaluation_of_two_releases_on_the_real_model_replays_to_the_same_ver
     )  # fmt: skip
     assert again.returncode == first.returncode, again.stderr
     assert _statuses(replayed) == verdicts
+
+
+def test_a_background_task_sent_over_a2a_streams_the_real_models_answer_as_it_comes(
+    models_file: Path, tmp_path: Path
+) -> None:
+    """``agents serve`` with its own DBOS worker, the SDK's streaming client:
+    the task runs in the background on llama.cpp, its answer arrives as text
+    events before the stored answer and the end, and the Agent Protocol
+    shows the same task and answer."""
+    environment = {"OPENAI_API_KEY": "sk-local"}
+    with fleet(tmp_path / "logs", cwd=REPOSITORY, env=environment) as made:
+        server = made.server("--example", "--models", str(models_file), "--data-dir", str(tmp_path / "data"))
+        made.start(server)
+        request = user_message(data({"diff": "-a = 1\n+a = 2"}))
+
+        async def send() -> list[StreamResponse]:
+            url = f"{server.base}/a2a/agents/commit_message/one_line"
+            async with sdk_client(url, streaming=True) as client:
+                return [event async for event in client.send_message(request)]
+
+        streamed = asyncio.run(send())
+        first, *rest = streamed
+        task_id = first.task.id
+        done = wait_for_status(server.base, task_id, ("completed", "failed"), timeout=600)
+    assert not _server_errors(str(done.get("error"))), done
+    assert rest[-1].status_update.status.state in (TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED)
+    if done["status"] == "completed":
+        texts = [e.status_update.status for e in rest if struct_plain(e.status_update.metadata).get("kind") == "text"]
+        assert "".join(part.text for status in texts for part in status.message.parts) == done["output"]
+        [stored] = [e.artifact_update.artifact for e in rest if e.HasField("artifact_update")]
+        assert (stored.name, stored.parts[0].text) == ("answer.md", done["output"])
+        at_stored = next(i for i, e in enumerate(rest) if e.HasField("artifact_update"))
+        assert all(
+            rest.index(e) < at_stored for e in rest if struct_plain(e.status_update.metadata).get("kind") == "text"
+        )
