@@ -224,12 +224,20 @@ def test_a_cancelled_stream_leaves_the_server_free_for_the_next_call(example: Pa
 
     with registry_client(example) as client:
         assert asyncio.run(cancel_after_first_text(client)) == ["text"]
-    fresh = OpenAIChatModel(base_url=MODEL_URL, api_key="sk-local", server="llama.cpp", max_retries=0)
     request = ChatRequest(
         model="smollm2", messages=({"role": "user", "content": "Say hi."},), params={"max_tokens": 8}, timeout=30
     )
-    reply = asyncio.run(fresh.complete(request))
-    assert reply.content is not None
+
+    async def say_hi() -> str | None:
+        # Closed on the loop it used: left open, its connection was collected
+        # during a later test, as an unclosed transport.
+        fresh = OpenAIChatModel(base_url=MODEL_URL, api_key="sk-local", server="llama.cpp", max_retries=0)
+        try:
+            return (await fresh.complete(request)).content
+        finally:
+            await fresh.aclose()
+
+    assert asyncio.run(say_hi()) is not None
 
 
 def _statuses(report: Path) -> dict[str, tuple[str | None, str | None]]:
