@@ -9,9 +9,10 @@ told of, each as the JSON of A2A's ``StreamResponse``:
 - a ``state`` entry: ``{"statusUpdate": ...}``, the status with the pending
   action (``input-required``) or the error (``failed``). Not sent: a
   ``submitted`` state (a decided task queued again; ``working`` follows), a
-  state the task's previous ``state`` entry had already (each step starts
-  and ends ``working``), and a wait that was decided before this process
-  read it (the changes after it follow);
+  state the task's previous ``state`` entry had already (a failed step
+  that will be tried again logs ``running`` again, with its error), and a
+  wait that was decided before this process read it (the changes after it
+  follow);
 - an ``artifact`` entry: ``{"artifactUpdate": ...}``, the file as its bytes
   up to ``mapping.INLINE_BYTES`` (the answer always), else as a link below
   the service's address (``/ap/v1/agent/tasks/.../artifacts/...``);

@@ -196,7 +196,7 @@ def test_a_task_with_an_approval_notifies_input_required_then_its_answer_and_com
         "TASK_STATE_WORKING",
         "TASK_STATE_COMPLETED",
     ]
-    # A state is told once: each step begins and ends working, and a decided task is queued before it works.
+    # A state is told once: a decided task is queued before it works, and queued is not told.
     updates = states(receiver, updates_only=True)
     assert updates == changes(updates) and "TASK_STATE_SUBMITTED" not in updates
     waits = [_member(body) for body in told if "artifactUpdate" not in body]
