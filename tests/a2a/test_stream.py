@@ -29,11 +29,11 @@ from registry.a2a.handler import TaskRequestHandler
 from registry.a2a.messages import Limits
 from registry.a2a.stream import HubEvents
 from registry.protocol.hub import EventHub
-from registry.protocol.records import TaskRecord
 from registry.protocol.service import Caller, TaskService
 from tests.conftest import LibraryRepo
 from tests.support.executor_fixtures import leaf
 from tests.support.protocol_service import Service
+from tests.support.push_tasks import add_task
 
 WRITER = "log-writer"
 """The name of the writer's thread: what it reads and writes is the worker's, not the streams'."""
@@ -55,24 +55,18 @@ def service(repo: LibraryRepo, tmp_path: Path) -> Iterator[TaskService]:
 def task(service: TaskService) -> str:
     """A background task that runs (nothing runs it: the writer writes what it does)."""
     now = datetime.now(timezone.utc)
-    record = TaskRecord(
-        task_id="t1",
+    return add_task(
+        service.store,
+        "t1",
         owner=Caller.for_token(None).owner,
         input="ox?",
-        additional_input={},
         agent="s/draft",
-        release_requested="latest",
-        release_tag="v1.0.0",
-        release_commit="0" * 40,
-        digest="sha256:0",
         inputs={"question": "ox?"},
         status="running",
+        mode="background",
         created_at=now,
         updated_at=now,
-        mode="background",
     )
-    service.store.create_task(record)
-    return record.task_id
 
 
 @dataclass
