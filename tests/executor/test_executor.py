@@ -23,7 +23,7 @@ from tests.support.executor_fixtures import (
     vote_composite,
 )
 from tests.support.gated_answer import DRAFT, GATE, GATED
-from tests.support.waits import LATE
+from tests.support.waits import LATE, RUN_LIMIT
 
 CLASSIFIER = json_leaf("the classifier", "Classify: {{ question }}", LABEL_SCHEMA, question="string")
 BILLING = leaf("billing", "Billing question: {{ question }}", question="string")
@@ -289,7 +289,7 @@ def test_a_composite_timeout_ends_the_run_exhausted(repo: LibraryRepo) -> None:
         {
             "support/draft.yml": DRAFT,
             "support/gate.yml": GATE,
-            "support/gated.yml": GATED.replace("timeout: 60", "timeout: 0.3"),
+            "support/gated.yml": GATED.replace("timeout: 60", f"timeout: {RUN_LIMIT}"),
         },
     )
     replies = [{"agent": "support/draft", "content": "slow", "delay": LATE}]
@@ -304,7 +304,7 @@ def test_a_composite_timeout_ends_the_run_exhausted(repo: LibraryRepo) -> None:
 
 def test_the_run_timeout_of_the_operator_bounds_a_leaf(library: LibraryRepo) -> None:
     replies = [{"content": "late", "delay": LATE}]
-    with executor_for(library.path, replies, run_timeout=0.3) as executor:
+    with executor_for(library.path, replies, run_timeout=RUN_LIMIT) as executor:
         result = executor.run("support/draft", {"question": "q"})
     assert result.outcome == EXHAUSTED and "time limit" in (result.error or "")
     assert result.trace.spans("chat")[0].attributes.get("registry.error.reason") == "timeout"

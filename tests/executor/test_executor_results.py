@@ -23,6 +23,7 @@ from tests.support.executor_fixtures import (
     vote_composite,
 )
 from tests.support.openai_server import ScriptedModelServer
+from tests.support.waits import LATE, RUN_LIMIT
 
 DRAFT = leaf("drafter", "Draft: {{ question }}", question="string")
 GATE = json_leaf("the gate", "Check this reply: {{ reply }}", GATE_SCHEMA, reply="string")
@@ -51,9 +52,9 @@ pattern:
 
 def test_a_call_the_run_stopped_waiting_for_counts_as_made_not_answered(repo: LibraryRepo, tmp_path: Path) -> None:
     repo.release("v1.0.0", {"s/draft.yml": DRAFT})
-    with ScriptedModelServer([{"content": "late", "delay": 3}], tmp_path) as server:
+    with ScriptedModelServer([{"content": "late", "delay": LATE}], tmp_path) as server:
         model = OpenAIChatModel(base_url=server.base_url, api_key="k")
-        with executor_for(repo.path, model, run_timeout=0.3) as executor:
+        with executor_for(repo.path, model, run_timeout=RUN_LIMIT) as executor:
             result = executor.run("s/draft", {"question": "q"})
     assert result.outcome == EXHAUSTED
     assert (result.llm_calls, result.llm_replies) == (1, 0)

@@ -12,3 +12,10 @@ enough that a passing test cannot have waited for it, even on a loaded
 machine; short enough that code which does wait gets it within a minute and
 fails the test on what it got (a reply instead of a timeout), rather than
 hanging the run."""
+
+RUN_LIMIT = 2.0
+"""Seconds a test gives a whole run (``limits.timeout``, ``run_timeout``)
+that must end on its limit while a model call is under way. The limit starts
+before the release is read and the prompt rendered, so it must outlast them
+on a loaded machine (0.3 s did not, once, in CI: the limit passed before the
+call began), yet stay far below ``LATE``."""
