@@ -22,6 +22,8 @@ import time.
     REGISTRY_WORKER_CLASS           gevent              gevent (a slow client costs a socket) or gthread
     REGISTRY_CONNECTIONS            1000                connections per worker (gevent workers)
     REGISTRY_BODY_SECONDS           10                  longest a client may take to send a request body
+    REGISTRY_KEEPALIVE              5                   seconds an idle kept-alive connection stays open (gevent:
+                                                        also the longest a client may take over its headers)
     REGISTRY_MAX_DEFINITION_BYTES   262144              largest definition or partial file
     REGISTRY_MAX_RENDER_BYTES       1048576             largest rendered output
     REGISTRY_MAX_RENDER_SECONDS     2                   longest a render may run
@@ -100,6 +102,7 @@ class Settings:
     worker_class: str = "gevent"
     connections: int = 1000
     body_seconds: float = 10.0
+    keepalive: int = 5
     max_definition_bytes: int = 256 * 1024
     max_render_bytes: int = 1024 * 1024
     max_render_seconds: float = 2.0
@@ -165,6 +168,8 @@ class Settings:
             raise ConfigurationError(f"worker class must be one of {', '.join(_WORKER_CLASSES)}")
         if not 0 < self.body_seconds <= 300:
             raise ConfigurationError("body_seconds must be more than 0 and at most 300")
+        if not 1 <= self.keepalive <= 3600:
+            raise ConfigurationError("keepalive must be a whole number of seconds between 1 and 3600")
         for name in (
             "workers",
             "threads",
@@ -359,6 +364,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("worker_class", "REGISTRY_WORKER_CLASS", lambda raw: raw.strip().lower()),
     ("connections", "REGISTRY_CONNECTIONS", int),
     ("body_seconds", "REGISTRY_BODY_SECONDS", float),
+    ("keepalive", "REGISTRY_KEEPALIVE", int),
     ("max_definition_bytes", "REGISTRY_MAX_DEFINITION_BYTES", int),
     ("max_render_bytes", "REGISTRY_MAX_RENDER_BYTES", int),
     ("max_render_seconds", "REGISTRY_MAX_RENDER_SECONDS", float),

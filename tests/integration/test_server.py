@@ -24,6 +24,7 @@ from tests.support.servers import (
     keep_alive_load,
     live_workers,
 )
+from tests.support.waits import LATE
 
 
 def _quiet_environment() -> dict[str, str]:
@@ -56,6 +57,25 @@ def test_a_kept_alive_connection_is_closed_after_its_share_of_requests() -> None
                     assert connection.sock is first and response.getheader("Connection") != "close"
             assert response.getheader("Connection") == "close"
             assert peer.recv(1) == b""
+
+
+def test_a_stop_closes_an_idle_kept_alive_connection_rather_than_wait_it_out() -> None:
+    # Connections kept alive for a minute (LATE): a stop that waited for the
+    # idle one would reach gunicorn's graceful timeout (10 s) first, and its
+    # master would kill the worker rather than see it exit.
+    environment = {**_quiet_environment(), "REGISTRY_KEEPALIVE": str(int(LATE)), "REGISTRY_WORKERS": "1"}
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=environment) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=LATE / 4)
+        connection.request("GET", "/healthz")
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 200 and response.getheader("Connection") != "close"
+        with contextlib.closing(connection):
+            master = server.master()
+            master.send_signal(signal.SIGTERM)
+            assert connection.sock.recv(1) == b""
+            assert master.wait(timeout=LATE / 4) == 0
+    assert "Worker exiting" in server.output and "Traceback" not in server.output, server.output
 
 
 def test_load_spreads_back_over_both_workers_after_one_is_killed() -> None:
@@ -135,10 +155,11 @@ def test_slow_clients_cost_a_socket_not_a_thread(kind: str) -> None:
 
 
 def test_a_client_that_stops_sending_its_headers_is_disconnected() -> None:
-    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=_quiet_environment()) as server:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
+    environment = {**_quiet_environment(), "REGISTRY_KEEPALIVE": "1"}
+    with RegistryProcess("--worktree", str(BUNDLED_LIBRARY), env=environment) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=LATE / 4) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: ")
-            assert sock.recv(1024) == b""  # within gunicorn's keepalive (5 s), or the timeout fails the test
+            assert sock.recv(1024) == b""  # within the keepalive (1 s), or the timeout fails the test
 
 
 def test_a_body_not_sent_within_the_deadline_is_answered_408() -> None:
