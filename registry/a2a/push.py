@@ -210,7 +210,11 @@ class PushSender:
         with self._condition:
             while True:
                 now = time.monotonic()
-                if self._deadline is not None and (not self._schedule or now >= self._deadline):
+                # Closed, and the next job falls due at the deadline or after:
+                # nothing more can be sent, so the close need not wait it out.
+                if self._deadline is not None and (
+                    not self._schedule or max(now, self._schedule[0][0]) >= self._deadline
+                ):
                     return None
                 if self._schedule and self._schedule[0][0] <= now:
                     return heapq.heappop(self._schedule)[2]

@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
 from ipaddress import ip_network
@@ -23,8 +24,10 @@ import trustme
 from registry.a2a.push import PushPolicy, PushSender
 from registry.a2a.pushconfigs import PushConfig, PushConfigStore
 from registry.protocol.store import TaskStore
+from tests.conftest import eventually
 from tests.support.push_receiver import PushReceiver, verified
 from tests.support.push_tasks import task_store_with
+from tests.support.waits import LATE
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 LOOPBACK = [ip_network("127.0.0.0/8")]
@@ -103,6 +106,26 @@ def test_a_retry_after_of_the_receiver_is_waited_out(
         assert len(receiver.received()) == 2
     waits = [record.getMessage() for record in logs.records if "answered 429" in record.getMessage()]
     assert len(waits) == 1 and waits[0].endswith("attempt 2 in 1.0 s (Retry-After)")
+
+
+def test_a_close_does_not_wait_for_a_drain_that_can_send_nothing_more(
+    tmp_path: Path, configs: PushConfigStore, logs: pytest.LogCaptureFixture
+) -> None:
+    # The next attempt is a minute away (LATE), the drain half of that: a
+    # close that waited out its drain would outlast the join below.
+    policy = PushPolicy(attempts=3, max_retry_after=LATE, timeout=5.0, drain_seconds=LATE / 2)
+    answer = {"status": 503, "headers": {"Retry-After": str(int(LATE))}}
+    with PushReceiver(tmp_path, [answer]) as receiver:
+        config = configs.set("t1", owner="alice", config_id="c1", url=f"http://127.0.0.1:{receiver.port}/hook")
+        sender = PushSender(configs, allowed=LOOPBACK, policy=policy)
+        assert sender.submit(config, BODY)
+        eventually(lambda: any("attempt 2 in" in record.getMessage() for record in logs.records))
+        closing = threading.Thread(target=sender.close)
+        closing.start()
+        closing.join(LATE / 4)
+        assert not closing.is_alive()
+        assert len(receiver.received()) == 1
+    assert warnings(logs) == ["push notifications: 1 not sent before shutdown, dropped"]
 
 
 def test_a_receiver_that_keeps_failing_is_given_up_after_the_last_attempt_and_logged(
