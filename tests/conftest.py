@@ -324,6 +324,14 @@ def pytest_configure(config: pytest.Config) -> None:
             compileall.compile_dir(package, quiet=1)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores. A test here waits on the
+    processes it starts for about a third of its time (593 s busy of 843 s,
+    measured per test on 2 cores), and the extra worker fills those waits:
+    the whole suite took 371 s with three workers, 439 s with two."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by where it lives, and by the PostgreSQL it asks for;
     then order the modules longest first (``LONGEST_FIRST``, then the others
