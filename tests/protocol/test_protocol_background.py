@@ -63,7 +63,7 @@ def test_a_background_task_runs_to_its_approval_and_on_to_its_end_without_steps(
     assert answered["additional_output"]["state"] in ("completed", "failed")
     done = settled(http, task["task_id"])
     assert (done["status"], service.calls) == ("completed", [{"word": "ox"}])
-    steps = http.get(f"/ap/v1/agent/tasks/{task['task_id']}/steps").get_json()["steps"]
+    steps = steps_of(http, task["task_id"])
     assert [s["is_last"] for s in steps] == [False, True] and steps[-1]["output"] == "an animal"
     worker = service.app.extensions["agent_protocol.service"].engine.worker_id
     assert [s["worker"] for s in steps] == [worker, worker]
@@ -150,6 +150,18 @@ def test_files_given_with_a_new_task_are_stored_with_it_and_checked_before_anyth
     assert tasks.list_tasks(caller, Page(1, 10))[1] == before
 
 
+def steps_of(http: FlaskClient, task_id: str) -> list[dict[str, Any]]:
+    """The task's steps, as ``GET .../steps`` lists them."""
+    return list(http.get(f"/ap/v1/agent/tasks/{task_id}/steps").get_json()["steps"])
+
+
+def draft_in_background(http: FlaskClient) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``s/draft`` run in the background to its end: the task, and its steps."""
+    task_id = create(http, "s/draft", inputs={"question": "q"}, mode="background")["task_id"]
+    done = settled(http, task_id)
+    return done, steps_of(http, task_id)
+
+
 def logged_states(service: Service, task_id: str) -> list[tuple[str, str | None]]:
     """The task's ``state`` entries, as (status, reason), once its outcome is logged."""
     store = service.app.extensions["agent_protocol.service"].store
@@ -166,11 +178,9 @@ OVERLOADED_ONCE = [{"error": {"status": 503, "message": "overloaded"}}, {"conten
 
 @pytest.mark.parametrize("service", [OVERLOADED_ONCE], indirect=True)
 def test_a_model_call_that_may_pass_is_tried_again_and_its_state_is_told_once_per_change(service: Service) -> None:
-    http = service.http()
-    task_id = create(http, "s/draft", inputs={"question": "q"}, mode="background")["task_id"]
-    done = settled(http, task_id)
+    done, steps = draft_in_background(service.http())
+    task_id = done["task_id"]
     assert (done["status"], done["output"]) == ("completed", "drafted")
-    steps = http.get(f"/ap/v1/agent/tasks/{task_id}/steps").get_json()["steps"]
     assert [s["additional_output"]["state"] for s in steps] == ["failed", "completed"]
     # One `running` when the work starts, one with the failed call's error,
     # none repeated as the second try starts.
@@ -190,11 +200,9 @@ def test_a_model_call_that_may_pass_is_tried_again_and_its_state_is_told_once_pe
     ids=["401", "400", "no-reply-left"],
 )
 def test_a_model_call_that_will_fail_again_fails_the_background_task_at_once(service: Service) -> None:
-    http = service.http()
-    task_id = create(http, "s/draft", inputs={"question": "q"}, mode="background")["task_id"]
-    done = settled(http, task_id)
+    done, steps = draft_in_background(service.http())
+    task_id = done["task_id"]
     assert (done["status"], done["outcome"]) == ("failed", "failed")
-    steps = http.get(f"/ap/v1/agent/tasks/{task_id}/steps").get_json()["steps"]
     assert [s["additional_output"]["state"] for s in steps] == ["failed"]  # one try, no retry
     assert steps[0]["additional_output"]["error"] == done["error"]
     assert [status for status, _ in logged_states(service, task_id)] == ["queued", "running", "failed"]
