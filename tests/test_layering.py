@@ -109,6 +109,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "registry.rendering",
         "registry.format.definition",
         "registry.format.spec",
+        "registry.format.safeyaml",
         "registry.web",
     ),
     # A2A over the Agent Protocol service's tasks: its cards describe the

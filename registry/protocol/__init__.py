@@ -18,7 +18,8 @@ does for one step, ``events`` the kinds of each task's event log.
 May import: ``registry.runs`` (the queue tasks run from), ``registry.executor`` and ``registry.client`` (agents are
 fetched and run through them), ``registry.rendering`` (the render limits
 inputs are checked under), ``registry.format.definition`` (the rule for an
-agent's name, and the compiled agent), ``registry.format.spec`` (the typed views of a definition), the
+agent's name, and the compiled agent), ``registry.format.spec`` (the typed views of a definition),
+``registry.format.safeyaml`` (which PyYAML loader reads our OpenAPI file, as the registry's reads its own), the
 shared modules, and ``registry.web``, the HTTP layer both services share
 (problem responses, bearer tokens, gunicorn's workers): one way to answer
 errors and tokens across both. Nothing of the registry's service

@@ -22,6 +22,7 @@ from flask import Flask, Response
 from registry.client import RegistryClient
 from registry.errors import ConfigurationError
 from registry.executor import Executor
+from registry.format.safeyaml import SAFE_LOADER
 from registry.protocol.api import bp
 from registry.protocol.service import TaskService
 from registry.protocol.store import TaskStore
@@ -118,4 +119,4 @@ def _openapi_json() -> bytes:
     with OPENAPI_FILE.open(encoding="utf-8") as handle:
         # libyaml's loader where PyYAML has it: a tenth of the pure-Python
         # parse, which every worker's start paid (our own file, read whole).
-        return json.dumps(yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))).encode("utf-8")
+        return json.dumps(yaml.load(handle, Loader=SAFE_LOADER)).encode("utf-8")

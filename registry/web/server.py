@@ -163,12 +163,13 @@ class ProblemGeventWorker(_ProblemAnswers, GeventWorker):
     gunicorn's graceful stop waits for every connection to end, and one kept
     alive between requests ends only when its ``keepalive`` runs out: a
     client's idle connection held every stop for that long (a stop took
-    6.3 s instead of 1.2 s; it would be a minute behind a balancer that needs
-    a long ``keepalive``). A connection that has served a request and waits for the
-    next is shut for reading when ``SIGTERM`` comes, so its greenlet reads the
-    end and closes it, as HTTP/1.1 lets a server do with an idle connection
-    (its client sends the next request on a new one). A connection in a
-    request, or that has not sent its first, is left to finish."""
+    6.3 s instead of 1.2 s; it would be a minute behind a balancer that
+    needs a long ``keepalive``). A connection that has served a request and
+    waits for the next is shut for reading when ``SIGTERM`` comes, so its
+    greenlet reads the end and closes it, as HTTP/1.1 lets a server do with
+    an idle connection (its client sends the next request on a new one). A
+    connection in a request, or that has not sent its first, is left to
+    finish."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
